@@ -1,0 +1,130 @@
+//! RoPE configuration and its validation.
+
+use crate::error::RopeError;
+use crate::freq::Scaling;
+
+/// The largest supported `rotary_dim`. Per-call frequency and cos/sin rows live on the
+/// stack in fixed arrays of `MAX_ROTARY_DIM / 2` entries, so nothing on the hot path
+/// allocates. Real models use at most 256 (Gemma); 512 leaves room.
+pub const MAX_ROTARY_DIM: usize = 512;
+
+/// Largest number of rotated pairs, `MAX_ROTARY_DIM / 2`.
+pub const MAX_PAIRS: usize = MAX_ROTARY_DIM / 2;
+
+/// Which dimensions of a head form the rotated pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Layout {
+    /// Pairs `(i, i + rotary_dim / 2)`: GPT-NeoX, Llama, and Hugging Face `rotate_half`
+    /// (`transformers/models/llama/modeling_llama.py`).
+    #[default]
+    HalfSplit,
+    /// Pairs `(2i, 2i + 1)`: GPT-J (`rotate_every_two` in
+    /// `transformers/models/gptj/modeling_gptj.py`), ggml `GGML_ROPE_TYPE_NORM`, and the
+    /// rotary part of DeepSeek-V2.
+    Interleaved,
+}
+
+/// How the rotation angle `position * inv_freq` is formed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum AngleMode {
+    /// The angle is formed from the f64 `inv_freq`, so it is accurate at every position.
+    #[default]
+    Exact,
+    /// The angle is `f32(position) * inv_freq_f32` rounded in f32, as Hugging Face
+    /// transformers forms it; cos/sin of that f32 angle are then taken accurately. Use it
+    /// for parity with the reference implementation.
+    HfCompatible,
+}
+
+/// What a [`Rope`](crate::Rope) is built from. Construct with [`RopeConfig::new`] and
+/// adjust the public fields; [`RopeConfig::validate`] (called by `Rope::new`) checks it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RopeConfig {
+    /// Elements per head. Dimensions `rotary_dim..head_dim` pass through unchanged.
+    pub head_dim: usize,
+    /// Rotated dimensions: even, `0 < rotary_dim <= head_dim`, `<= MAX_ROTARY_DIM`.
+    pub rotary_dim: usize,
+    /// Pair layout.
+    pub layout: Layout,
+    /// The base `theta` of `inv_freq[i] = theta^(-2i / rotary_dim)` (HF `rope_theta`,
+    /// GPT-NeoX `rotary_emb_base`). Finite and > 0.
+    pub theta: f64,
+    /// Frequency scaling (context extension).
+    pub scaling: Scaling,
+    /// How the angle is formed.
+    pub angle_mode: AngleMode,
+}
+
+impl RopeConfig {
+    /// A configuration with full rotary dimension, `HalfSplit` layout, no scaling and
+    /// exact angles.
+    pub fn new(head_dim: usize, theta: f64) -> Self {
+        RopeConfig {
+            head_dim,
+            rotary_dim: head_dim,
+            layout: Layout::HalfSplit,
+            theta,
+            scaling: Scaling::None,
+            angle_mode: AngleMode::Exact,
+        }
+    }
+
+    /// Builder: set `rotary_dim`.
+    pub fn with_rotary_dim(mut self, rotary_dim: usize) -> Self {
+        self.rotary_dim = rotary_dim;
+        self
+    }
+
+    /// Builder: set the layout.
+    pub fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Builder: set the scaling.
+    pub fn with_scaling(mut self, scaling: Scaling) -> Self {
+        self.scaling = scaling;
+        self
+    }
+
+    /// Builder: set the angle mode.
+    pub fn with_angle_mode(mut self, angle_mode: AngleMode) -> Self {
+        self.angle_mode = angle_mode;
+        self
+    }
+
+    /// Number of rotated pairs, `rotary_dim / 2`.
+    pub fn pairs(&self) -> usize {
+        self.rotary_dim / 2
+    }
+
+    /// Checks every field.
+    ///
+    /// # Errors
+    /// [`RopeError::ZeroHeadDim`], [`RopeError::InvalidRotaryDim`],
+    /// [`RopeError::RotaryDimExceedsHeadDim`], [`RopeError::RotaryDimTooLarge`],
+    /// [`RopeError::InvalidTheta`], and the scaling's own errors
+    /// ([`RopeError::InvalidScalingParameter`]).
+    pub fn validate(&self) -> Result<(), RopeError> {
+        if self.head_dim == 0 {
+            return Err(RopeError::ZeroHeadDim);
+        }
+        if self.rotary_dim == 0 || self.rotary_dim % 2 != 0 {
+            return Err(RopeError::InvalidRotaryDim { rotary_dim: self.rotary_dim });
+        }
+        if self.rotary_dim > self.head_dim {
+            return Err(RopeError::RotaryDimExceedsHeadDim {
+                rotary_dim: self.rotary_dim,
+                head_dim: self.head_dim,
+            });
+        }
+        if self.rotary_dim > MAX_ROTARY_DIM {
+            return Err(RopeError::RotaryDimTooLarge { rotary_dim: self.rotary_dim, max: MAX_ROTARY_DIM });
+        }
+        if !(self.theta.is_finite() && self.theta > 0.0) {
+            return Err(RopeError::InvalidTheta);
+        }
+        self.scaling.validate(self.rotary_dim)
+    }
+}

@@ -1,0 +1,130 @@
+//! Sources of cos/sin rows: generated on the fly, a caller's table, or a cache.
+//!
+//! A row holds `rotary_dim / 2` values for one position `p`:
+//! `cos[i] = attention_factor * cos(p * inv_freq[i])`, `sin[i] = attention_factor *
+//! sin(p * inv_freq[i])`, each rounded once to f32.
+
+use crate::config::AngleMode;
+use crate::error::RopeError;
+use crate::freq::Frequencies;
+
+/// A table of cos/sin rows indexed by position, borrowed from the caller (no allocation).
+///
+/// Layout: row `p` (position `p`) is `cos[p * pairs .. (p + 1) * pairs]` and the same range
+/// of `sin`, with `pairs = rotary_dim / 2`; valid positions are `0..rows()`. Row `p` holds
+/// `attention_factor * cos(p * inv_freq[i])` for `i in 0..pairs` (not the HF duplicated
+/// `[cos | cos]` layout of width `rotary_dim`). [`Rope::fill_table`](crate::Rope::fill_table)
+/// fills such a table; so can the caller, e.g. with per-token rows (then call with
+/// positions `0..tokens`).
+#[derive(Clone, Copy, Debug)]
+pub struct CosSinTable<'a> {
+    cos: &'a [f32],
+    sin: &'a [f32],
+    pairs: usize,
+}
+
+impl<'a> CosSinTable<'a> {
+    /// Wraps two slices of `rows * pairs` values.
+    ///
+    /// # Errors
+    /// [`RopeError::TableShape`] if `pairs` is 0, the lengths differ, or are not a multiple
+    /// of `pairs`.
+    pub fn new(cos: &'a [f32], sin: &'a [f32], pairs: usize) -> Result<Self, RopeError> {
+        if pairs == 0 || cos.len() != sin.len() || cos.len() % pairs != 0 {
+            return Err(RopeError::TableShape);
+        }
+        Ok(CosSinTable { cos, sin, pairs })
+    }
+
+    /// Values per row (`rotary_dim / 2`).
+    pub fn pairs(&self) -> usize {
+        self.pairs
+    }
+
+    /// Number of rows (positions `0..rows`).
+    pub fn rows(&self) -> usize {
+        self.cos.len() / self.pairs
+    }
+
+    /// The cos and sin rows of `position`.
+    ///
+    /// # Errors
+    /// [`RopeError::PositionOutOfRange`].
+    pub fn row(&self, position: u32) -> Result<(&'a [f32], &'a [f32]), RopeError> {
+        let p = position as usize;
+        if p >= self.rows() {
+            return Err(RopeError::PositionOutOfRange { position, rows: self.rows() });
+        }
+        let r = p * self.pairs..(p + 1) * self.pairs;
+        Ok((&self.cos[r.clone()], &self.sin[r]))
+    }
+
+    /// Unchecked-position row, for positions validated beforehand.
+    #[inline(always)]
+    pub(crate) fn row_in_range(&self, position: u32) -> (&'a [f32], &'a [f32]) {
+        let start = position as usize * self.pairs;
+        let r = start..start + self.pairs;
+        (&self.cos[r.clone()], &self.sin[r])
+    }
+
+    pub(crate) fn check_pairs(&self, pairs: usize) -> Result<(), RopeError> {
+        if self.pairs != pairs {
+            return Err(RopeError::TableShape);
+        }
+        Ok(())
+    }
+}
+
+/// Fills one cos/sin row for `position` (scalar reference generator).
+///
+/// `Exact`: the angle `position * inv_freq[i]` is formed in f64, cos and sin are taken in
+/// f64 and multiplied by the attention factor in f64, then rounded once to f32.
+/// `HfCompatible`: the angle is `f32(position) * inv_freq_f32[i]` rounded in f32 (as
+/// transformers forms it), then the same f64 cos/sin of that angle.
+pub(crate) fn fill_row(freqs: &Frequencies, mode: AngleMode, position: u32, cos: &mut [f32], sin: &mut [f32]) {
+    let af = freqs.attention_factor();
+    match mode {
+        AngleMode::HfCompatible => {
+            let p = position as f32;
+            for (i, &f) in freqs.inv_freq_f32().iter().enumerate() {
+                let angle = f64::from(p * f);
+                cos[i] = (libm::cos(angle) * af) as f32;
+                sin[i] = (libm::sin(angle) * af) as f32;
+            }
+        }
+        _ => {
+            let p = f64::from(position);
+            for (i, &f) in freqs.inv_freq().iter().enumerate() {
+                let angle = p * f;
+                cos[i] = (libm::cos(angle) * af) as f32;
+                sin[i] = (libm::sin(angle) * af) as f32;
+            }
+        }
+    }
+}
+
+/// A precomputed cos/sin cache for positions `0..max_positions` (needs `alloc`).
+#[cfg(feature = "alloc")]
+#[derive(Clone, Debug)]
+pub struct RopeCache {
+    cos: alloc::vec::Vec<f32>,
+    sin: alloc::vec::Vec<f32>,
+    pairs: usize,
+}
+
+#[cfg(feature = "alloc")]
+impl RopeCache {
+    pub(crate) fn from_parts(cos: alloc::vec::Vec<f32>, sin: alloc::vec::Vec<f32>, pairs: usize) -> Self {
+        RopeCache { cos, sin, pairs }
+    }
+
+    /// The cache as a borrowed table, to pass as [`CosSin::Table`](crate::CosSin::Table).
+    pub fn table(&self) -> CosSinTable<'_> {
+        CosSinTable { cos: &self.cos, sin: &self.sin, pairs: self.pairs }
+    }
+
+    /// Number of positions cached.
+    pub fn rows(&self) -> usize {
+        self.cos.len() / self.pairs
+    }
+}

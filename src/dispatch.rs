@@ -1,0 +1,206 @@
+//! Runtime CPU feature detection and tier selection, without `std`.
+//!
+//! The best tier the CPU supports is detected once (x86: `cpufeatures`, which also checks
+//! that the OS saves the wider registers; aarch64: NEON is baseline) and cached in an
+//! atomic, so a call pays one relaxed load and an indirect call. Callers may cap the
+//! process-wide tier ([`set_max_tier`]) or force one ([`force_tier`]); a
+//! [`Rope`](crate::Rope) may also pin its own tier ([`Rope::with_tier`](crate::Rope::with_tier)),
+//! which is what tests and benchmarks use.
+
+use core::sync::atomic::{AtomicU8, Ordering};
+
+use crate::error::RopeError;
+use crate::kernels::{self, Kernels};
+
+/// An implementation tier. Ordered from slowest to fastest within an architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Tier {
+    /// Plain Rust, no target features: the oracle.
+    Scalar = 1,
+    /// The `wide` crate compiled for the build's baseline (SSE2, NEON, wasm simd128).
+    Portable = 2,
+    /// aarch64 NEON intrinsics.
+    Neon = 3,
+    /// x86-64 AVX2 + FMA + F16C intrinsics.
+    Avx2 = 4,
+    /// x86-64 AVX-512F intrinsics.
+    Avx512 = 5,
+}
+
+/// Every tier, slowest first.
+pub const ALL_TIERS: [Tier; 5] = [Tier::Scalar, Tier::Portable, Tier::Neon, Tier::Avx2, Tier::Avx512];
+
+impl Tier {
+    /// The tier's name, e.g. `"avx2"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Tier::Scalar => "scalar",
+            Tier::Portable => "portable",
+            Tier::Neon => "neon",
+            Tier::Avx2 => "avx2",
+            Tier::Avx512 => "avx512",
+        }
+    }
+
+    /// Whether this build has the tier and this CPU can run it.
+    pub fn is_available(self) -> bool {
+        kernels_for(self).is_some()
+    }
+
+    fn from_u8(v: u8) -> Option<Tier> {
+        ALL_TIERS.into_iter().find(|t| *t as u8 == v)
+    }
+}
+
+impl core::fmt::Display for Tier {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod cpuid {
+    // `cpufeatures` checks CPUID and that the OS saves the YMM/ZMM state (XGETBV).
+    cpufeatures::new!(avx2_fma, "avx2", "fma");
+    cpufeatures::new!(avx512, "avx512f");
+
+    /// (AVX2 + FMA + F16C, AVX-512F).
+    pub(super) fn detect() -> (bool, bool) {
+        (avx2_fma::get() && f16c(), avx512::get())
+    }
+
+    /// F16C (CPUID.1:ECX bit 29), which `cpufeatures` does not name. It needs the same
+    /// YMM state as AVX2, which `avx2_fma` has already checked with XGETBV.
+    fn f16c() -> bool {
+        if cfg!(target_feature = "f16c") {
+            return true;
+        }
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        {
+            // SAFETY: CPUID leaf 1 exists on every x86-64 CPU.
+            #[allow(unused_unsafe)]
+            let leaf1 = unsafe { core::arch::x86_64::__cpuid(1) };
+            leaf1.ecx & (1 << 29) != 0
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+        {
+            false
+        }
+    }
+}
+
+/// Bit set of detected CPU features, computed once: bit 7 = detected, then one bit per
+/// feature group.
+static FEATURES: AtomicU8 = AtomicU8::new(0);
+const DETECTED: u8 = 1 << 7;
+const HAS_AVX2: u8 = 1 << 0;
+const HAS_AVX512: u8 = 1 << 1;
+
+fn features() -> u8 {
+    let f = FEATURES.load(Ordering::Relaxed);
+    if f & DETECTED != 0 {
+        return f;
+    }
+    #[allow(unused_mut)]
+    let mut f = DETECTED;
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (avx2, avx512) = cpuid::detect();
+        if avx2 {
+            f |= HAS_AVX2;
+        }
+        if avx512 {
+            f |= HAS_AVX512;
+        }
+    }
+    // Every racing thread stores the same value.
+    FEATURES.store(f, Ordering::Relaxed);
+    f
+}
+
+/// The kernel table of `tier`, or `None` if this build or CPU lacks it.
+pub(crate) fn kernels_for(tier: Tier) -> Option<&'static Kernels> {
+    match tier {
+        Tier::Scalar => Some(&kernels::scalar::KERNELS),
+        Tier::Portable => portable(),
+        Tier::Neon => neon(),
+        Tier::Avx2 => avx2(),
+        Tier::Avx512 => avx512(),
+    }
+}
+
+fn portable() -> Option<&'static Kernels> {
+    None
+}
+
+fn neon() -> Option<&'static Kernels> {
+    None
+}
+
+fn avx2() -> Option<&'static Kernels> {
+    let _ = features() & HAS_AVX2 != 0;
+    None
+}
+
+fn avx512() -> Option<&'static Kernels> {
+    let _ = features() & HAS_AVX512 != 0;
+    None
+}
+
+/// The tiers this build can run on this CPU, slowest first (`Scalar` is always there).
+pub fn available_tiers() -> impl Iterator<Item = Tier> {
+    ALL_TIERS.into_iter().filter(|t| t.is_available())
+}
+
+/// The best available tier, optionally no faster than `cap`.
+fn best_tier(cap: Option<Tier>) -> Tier {
+    available_tiers().filter(|t| cap.is_none_or(|c| *t <= c)).last().unwrap_or(Tier::Scalar)
+}
+
+/// 0: not chosen yet; otherwise a `Tier as u8`.
+static ACTIVE: AtomicU8 = AtomicU8::new(0);
+
+/// The kernels the process-wide dispatcher uses.
+#[inline]
+pub(crate) fn active_kernels() -> &'static Kernels {
+    let t = Tier::from_u8(ACTIVE.load(Ordering::Relaxed)).unwrap_or_else(|| {
+        let t = best_tier(None);
+        // Every racing thread stores the same value.
+        ACTIVE.store(t as u8, Ordering::Relaxed);
+        t
+    });
+    kernels_for(t).unwrap_or(&kernels::scalar::KERNELS)
+}
+
+/// The tier the process-wide dispatcher uses now.
+pub fn active_tier() -> Tier {
+    active_kernels().tier
+}
+
+/// Makes the dispatcher use `tier`.
+///
+/// # Errors
+/// [`RopeError::TierUnavailable`] if this build or CPU lacks it (nothing changes then).
+pub fn force_tier(tier: Tier) -> Result<(), RopeError> {
+    if !tier.is_available() {
+        return Err(RopeError::TierUnavailable);
+    }
+    ACTIVE.store(tier as u8, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Makes the dispatcher use the best available tier no faster than `cap`.
+/// Returns the tier chosen (`Scalar` is always available).
+pub fn set_max_tier(cap: Tier) -> Tier {
+    let t = best_tier(Some(cap));
+    ACTIVE.store(t as u8, Ordering::Relaxed);
+    t
+}
+
+/// Returns the dispatcher to the best tier of this CPU, and returns it.
+pub fn reset_tier() -> Tier {
+    let t = best_tier(None);
+    ACTIVE.store(t as u8, Ordering::Relaxed);
+    t
+}

@@ -1,0 +1,70 @@
+//! The scalar tier: the oracle every other tier is compared with bit for bit.
+//!
+//! Written for clarity, with no target features. See the module docs of
+//! [`kernels`](super) for the exact operation order.
+
+use half::{bf16, f16};
+
+use super::{Kernels, RotateArgs};
+use crate::config::Layout;
+use crate::dispatch::Tier;
+use crate::element::Element;
+
+pub(crate) static KERNELS: Kernels = Kernels {
+    tier: Tier::Scalar,
+    rotate_f32: rotate::<f32>,
+    rotate_f16: rotate::<f16>,
+    rotate_bf16: rotate::<bf16>,
+};
+
+/// Rotates one pair `(x0, x1)` by the angle whose cosine and sine are `c` and `s`.
+/// This is the definition every tier reproduces.
+#[inline(always)]
+pub(crate) fn rotate_pair(x0: f32, x1: f32, c: f32, s: f32, inverse: bool) -> (f32, f32) {
+    if inverse {
+        ((x0 * c) + (x1 * s), (x1 * c) - (x0 * s))
+    } else {
+        ((x0 * c) - (x1 * s), (x1 * c) + (x0 * s))
+    }
+}
+
+/// The index of the two members of pair `i` in a head.
+#[inline(always)]
+pub(crate) fn pair_index(layout: Layout, pairs: usize, i: usize) -> (usize, usize) {
+    match layout {
+        Layout::HalfSplit => (i, i + pairs),
+        Layout::Interleaved => (2 * i, 2 * i + 1),
+    }
+}
+
+/// # Safety
+/// The contract of [`RotateFn`](super::RotateFn).
+unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
+    let pairs = a.cos.len();
+    let rotary_dim = 2 * pairs;
+    let in_place = core::ptr::eq(a.src, a.dst);
+    for h in 0..a.heads {
+        // SAFETY: the caller guarantees both heads are in bounds (RotateFn contract);
+        // `h * stride` stays within the allocation, so it cannot overflow.
+        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        for i in 0..pairs {
+            let (i0, i1) = pair_index(a.layout, pairs, i);
+            // SAFETY: i0, i1 < rotary_dim <= head_dim, inside this head's range.
+            let (x0, x1) = unsafe { ((*src.add(i0)).to_f32(), (*src.add(i1)).to_f32()) };
+            let (y0, y1) = rotate_pair(x0, x1, a.cos[i], a.sin[i], a.inverse);
+            // SAFETY: as above, for the destination head; both inputs are already read,
+            // so writing in place cannot clobber an unread element of this pair.
+            unsafe {
+                *dst.add(i0) = T::from_f32(y0);
+                *dst.add(i1) = T::from_f32(y1);
+            }
+        }
+        if !in_place {
+            // SAFETY: rotary_dim..head_dim lies in both heads; out-of-place buffers do not
+            // overlap (contract).
+            unsafe {
+                core::ptr::copy_nonoverlapping(src.add(rotary_dim), dst.add(rotary_dim), a.head_dim - rotary_dim);
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Strided views of `[tokens][heads][head_dim]` tensors.
+
+use crate::error::{Operand, RopeError};
+
+/// The shape and strides of one q or k tensor: `tokens × heads` rows of `head_dim`
+/// contiguous elements. Element `(t, h, d)` is at `t * token_stride + h * head_stride + d`.
+///
+/// Strides are in elements, not bytes. Common cases:
+/// - BSHD (`[tokens][heads][head_dim]`, HF after `view`): [`View::bshd`];
+/// - BHSD (`[heads][tokens][head_dim]`, HF after `transpose(1, 2)`): [`View::bhsd`];
+/// - a fused QKV projection output: `token_stride = (q_heads + 2 * kv_heads) * head_dim`.
+///
+/// Rows must not share elements; the check is that the strides nest: sorting the two
+/// dimensions with more than one entry by stride, the inner stride is ≥ `head_dim` and the
+/// outer stride is ≥ the inner dimension's whole extent. Views that interleave rows in
+/// other ways are rejected with [`RopeError::OverlappingStrides`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct View {
+    /// Number of tokens (sequence positions).
+    pub tokens: usize,
+    /// Number of heads.
+    pub heads: usize,
+    /// Elements between token `t` and token `t + 1` of the same head.
+    pub token_stride: usize,
+    /// Elements between head `h` and head `h + 1` of the same token.
+    pub head_stride: usize,
+}
+
+impl View {
+    /// A contiguous `[tokens][heads][head_dim]` tensor.
+    pub const fn bshd(tokens: usize, heads: usize, head_dim: usize) -> Self {
+        View { tokens, heads, token_stride: heads.saturating_mul(head_dim), head_stride: head_dim }
+    }
+
+    /// A contiguous `[heads][tokens][head_dim]` tensor.
+    pub const fn bhsd(tokens: usize, heads: usize, head_dim: usize) -> Self {
+        View { tokens, heads, token_stride: head_dim, head_stride: tokens.saturating_mul(head_dim) }
+    }
+
+    /// True when the view holds no element (zero tokens or zero heads).
+    pub const fn is_empty(&self) -> bool {
+        self.tokens == 0 || self.heads == 0
+    }
+
+    /// Checks the view against `head_dim` and a buffer of `len` elements; returns the
+    /// number of elements the view spans (0 for an empty view).
+    ///
+    /// # Errors
+    /// [`RopeError::OverlappingStrides`], [`RopeError::StrideOverflow`],
+    /// [`RopeError::BufferTooShort`], each naming `operand`.
+    pub fn validate(&self, head_dim: usize, len: usize, operand: Operand) -> Result<usize, RopeError> {
+        if self.is_empty() {
+            return Ok(0);
+        }
+        let overflow = RopeError::StrideOverflow { operand };
+        let t_span = (self.tokens - 1).checked_mul(self.token_stride).ok_or(overflow)?;
+        let h_span = (self.heads - 1).checked_mul(self.head_stride).ok_or(overflow)?;
+        let needed = t_span
+            .checked_add(h_span)
+            .and_then(|s| s.checked_add(head_dim))
+            .ok_or(overflow)?;
+
+        // Dimensions with a single entry impose nothing; order the others by stride.
+        let mut dims = [(self.tokens, self.token_stride), (self.heads, self.head_stride)];
+        if dims[0].1 > dims[1].1 {
+            dims.swap(0, 1);
+        }
+        let mut inner_extent = head_dim;
+        for (count, stride) in dims {
+            if count > 1 {
+                if stride < inner_extent {
+                    return Err(RopeError::OverlappingStrides { operand });
+                }
+                // Cannot overflow: bounded by `needed`.
+                inner_extent = (count - 1) * stride + inner_extent;
+            }
+        }
+
+        if len < needed {
+            return Err(RopeError::BufferTooShort { operand, needed, len });
+        }
+        Ok(needed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nesting_rules() {
+        let hd = 4;
+        assert_eq!(View::bshd(3, 2, hd).validate(hd, 24, Operand::Q), Ok(24));
+        assert_eq!(View::bhsd(3, 2, hd).validate(hd, 24, Operand::Q), Ok(24));
+        let overlap = View { tokens: 2, heads: 2, token_stride: 4, head_stride: 2 };
+        assert_eq!(overlap.validate(hd, 100, Operand::K), Err(RopeError::OverlappingStrides { operand: Operand::K }));
+        // A single token may have any token stride.
+        let one = View { tokens: 1, heads: 2, token_stride: 0, head_stride: 4 };
+        assert_eq!(one.validate(hd, 8, Operand::Q), Ok(8));
+        let huge = View { tokens: 3, heads: 1, token_stride: usize::MAX / 2, head_stride: 0 };
+        assert_eq!(huge.validate(hd, 8, Operand::Q), Err(RopeError::StrideOverflow { operand: Operand::Q }));
+        assert_eq!(
+            View::bshd(3, 2, hd).validate(hd, 23, Operand::Q),
+            Err(RopeError::BufferTooShort { operand: Operand::Q, needed: 24, len: 23 })
+        );
+    }
+}
