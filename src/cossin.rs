@@ -81,7 +81,13 @@ impl<'a> CosSinTable<'a> {
 /// f64 and multiplied by the attention factor in f64, then rounded once to f32.
 /// `HfCompatible`: the angle is `f32(position) * inv_freq_f32[i]` rounded in f32 (as
 /// transformers forms it), then the same f64 cos/sin of that angle.
-pub(crate) fn fill_row(freqs: &Frequencies, mode: AngleMode, position: u32, cos: &mut [f32], sin: &mut [f32]) {
+pub(crate) fn fill_row(
+    freqs: &Frequencies,
+    mode: AngleMode,
+    position: u32,
+    cos: &mut [f32],
+    sin: &mut [f32],
+) {
     let af = freqs.attention_factor();
     match mode {
         AngleMode::HfCompatible => {

@@ -29,7 +29,9 @@ pub enum DType {
 }
 
 /// An element type the kernels accept. Sealed: implemented for `f32`, `f16` and `bf16`.
-pub trait Element: Copy + Default + PartialEq + core::fmt::Debug + Send + Sync + sealed::Sealed + 'static {
+pub trait Element:
+    Copy + Default + PartialEq + core::fmt::Debug + Send + Sync + sealed::Sealed + 'static
+{
     /// Which type this is.
     const DTYPE: DType;
     /// Exact widening to `f32`.

@@ -35,9 +35,9 @@ mod rope;
 mod view;
 
 pub use config::{AngleMode, Layout, RopeConfig, MAX_PAIRS, MAX_ROTARY_DIM};
+pub use cossin::CosSinTable;
 #[cfg(feature = "alloc")]
 pub use cossin::RopeCache;
-pub use cossin::CosSinTable;
 pub use dispatch::Tier;
 pub use element::{DType, Element, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
 pub use error::{Operand, RopeError};

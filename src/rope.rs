@@ -237,7 +237,12 @@ impl Rope {
     ///
     /// # Errors
     /// See [`Rope::apply_qk_into`].
-    pub fn apply_qk<T: Element>(&self, q: HeadsMut<'_, T>, k: Option<HeadsMut<'_, T>>, opts: &Apply<'_>) -> Result<(), RopeError> {
+    pub fn apply_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
         let hd = self.config.head_dim;
         q.view.validate(hd, q.data.len(), Operand::Q)?;
         let qp = q.data.as_mut_ptr();
@@ -257,7 +262,12 @@ impl Rope {
     ///
     /// # Errors
     /// See [`Rope::apply_qk_into`].
-    pub fn apply_into<T: Element>(&self, x: Heads<'_, T>, out: HeadsMut<'_, T>, opts: &Apply<'_>) -> Result<(), RopeError> {
+    pub fn apply_into<T: Element>(
+        &self,
+        x: Heads<'_, T>,
+        out: HeadsMut<'_, T>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
         self.apply_qk_into(x, out, None, opts)
     }
 
@@ -303,7 +313,12 @@ impl Rope {
     }
 
     /// Validates positions and the cos/sin source, then rotates every token.
-    fn run<T: Element>(&self, tokens: usize, jobs: &[Option<Job<T>>; 2], opts: &Apply<'_>) -> Result<(), RopeError> {
+    fn run<T: Element>(
+        &self,
+        tokens: usize,
+        jobs: &[Option<Job<T>>; 2],
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
         let pairs = self.config.pairs();
         // Positions: count, overflow, and the largest one (for tables and seq_len).
         let max_pos: Option<u32> = match opts.positions {

@@ -55,10 +55,7 @@ impl View {
         let overflow = RopeError::StrideOverflow { operand };
         let t_span = (self.tokens - 1).checked_mul(self.token_stride).ok_or(overflow)?;
         let h_span = (self.heads - 1).checked_mul(self.head_stride).ok_or(overflow)?;
-        let needed = t_span
-            .checked_add(h_span)
-            .and_then(|s| s.checked_add(head_dim))
-            .ok_or(overflow)?;
+        let needed = t_span.checked_add(h_span).and_then(|s| s.checked_add(head_dim)).ok_or(overflow)?;
 
         // Dimensions with a single entry impose nothing; order the others by stride.
         let mut dims = [(self.tokens, self.token_stride), (self.heads, self.head_stride)];
@@ -93,7 +90,10 @@ mod tests {
         assert_eq!(View::bshd(3, 2, hd).validate(hd, 24, Operand::Q), Ok(24));
         assert_eq!(View::bhsd(3, 2, hd).validate(hd, 24, Operand::Q), Ok(24));
         let overlap = View { tokens: 2, heads: 2, token_stride: 4, head_stride: 2 };
-        assert_eq!(overlap.validate(hd, 100, Operand::K), Err(RopeError::OverlappingStrides { operand: Operand::K }));
+        assert_eq!(
+            overlap.validate(hd, 100, Operand::K),
+            Err(RopeError::OverlappingStrides { operand: Operand::K })
+        );
         // A single token may have any token stride.
         let one = View { tokens: 1, heads: 2, token_stride: 0, head_stride: 4 };
         assert_eq!(one.validate(hd, 8, Operand::Q), Ok(8));

@@ -63,7 +63,11 @@ unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
             // SAFETY: rotary_dim..head_dim lies in both heads; out-of-place buffers do not
             // overlap (contract).
             unsafe {
-                core::ptr::copy_nonoverlapping(src.add(rotary_dim), dst.add(rotary_dim), a.head_dim - rotary_dim);
+                core::ptr::copy_nonoverlapping(
+                    src.add(rotary_dim),
+                    dst.add(rotary_dim),
+                    a.head_dim - rotary_dim,
+                );
             }
         }
     }
