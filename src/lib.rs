@@ -30,6 +30,8 @@ pub mod dispatch;
 mod element;
 mod error;
 mod freq;
+#[cfg(feature = "hf-config")]
+pub mod hf_config;
 mod kernels;
 mod rope;
 mod view;
