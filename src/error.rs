@@ -100,6 +100,15 @@ pub enum RopeError {
     TableShape,
     /// The requested tier is not available on this CPU or in this build.
     TierUnavailable,
+    /// A caller-supplied `inv_freq` table
+    /// ([`Rope::with_hf_inv_freq`](crate::Rope::with_hf_inv_freq)) whose length is not
+    /// `rotary_dim / 2`.
+    InvFreqLength {
+        /// `rotary_dim / 2`.
+        expected: usize,
+        /// Length of the caller's table.
+        len: usize,
+    },
 }
 
 impl fmt::Display for RopeError {
@@ -142,6 +151,9 @@ impl fmt::Display for RopeError {
                 f.write_str("cos/sin table row width is not rotary_dim / 2 or slices are short")
             }
             RopeError::TierUnavailable => f.write_str("tier not available on this CPU"),
+            RopeError::InvFreqLength { expected, len } => {
+                write!(f, "inv_freq table has {len} entries, expected rotary_dim / 2 = {expected}")
+            }
         }
     }
 }

@@ -3,45 +3,463 @@
 //! Everything is computed in f64 with `libm`. The unscaled frequencies are
 //! `inv_freq[i] = 1 / theta^(2i / rotary_dim)` for `i in 0..rotary_dim / 2` (Su et al. 2021,
 //! "RoFormer", eq. 15; HF `_compute_default_rope_parameters` in
-//! `transformers/modeling_rope_utils.py`).
+//! `transformers/modeling_rope_utils.py`). Each [`Scaling`] method maps them, and sets the
+//! `attention_factor` that multiplies cos and sin, with the semantics of the matching
+//! Hugging Face transformers function (named in each variant's documentation), evaluated
+//! in f64 instead of transformers' f32.
+
+use core::f64::consts::PI;
+use core::fmt;
 
 use crate::config::{RopeConfig, MAX_PAIRS};
 use crate::error::RopeError;
 
+/// Per-pair factors (LongRoPE `short_factor`/`long_factor`, ggml `freq_factors`), stored
+/// inline: up to [`MAX_PAIRS`] values, no allocation.
+///
+/// The length is checked against `rotary_dim / 2` when the configuration is validated,
+/// the values (finite and > 0) too.
+#[derive(Clone, PartialEq)]
+pub struct PairFactors {
+    values: [f64; MAX_PAIRS],
+    len: usize,
+}
+
+impl PairFactors {
+    /// Copies `values`; `None` if there are more than [`MAX_PAIRS`].
+    pub fn from_slice(values: &[f64]) -> Option<Self> {
+        if values.len() > MAX_PAIRS {
+            return None;
+        }
+        let mut f = PairFactors { values: [0.0; MAX_PAIRS], len: values.len() };
+        f.values[..values.len()].copy_from_slice(values);
+        Some(f)
+    }
+
+    /// The factors, one per pair.
+    pub fn as_slice(&self) -> &[f64] {
+        &self.values[..self.len]
+    }
+
+    /// Number of factors.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when there is no factor.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Length `pairs`, every value finite and > 0; else the error names `name`.
+    fn check(&self, pairs: usize, name: &'static str) -> Result<(), RopeError> {
+        if self.len != pairs || self.as_slice().iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(RopeError::InvalidScalingParameter { name });
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for PairFactors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+/// Parameters of YaRN ([`Scaling::Yarn`]). Build with [`YarnParams::new`] and the `with_*`
+/// builders; the fields are public for reading and adjusting.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct YarnParams {
+    /// Context extension factor `s` (HF `factor`; when a config omits it, transformers uses
+    /// `max_position_embeddings / original_max_position_embeddings`). Finite and > 0.
+    pub factor: f64,
+    /// The pretraining context length `L_orig` (HF `original_max_position_embeddings`). > 0.
+    pub original_max_position_embeddings: u64,
+    /// Rotations per `L_orig` above which a pair is left unscaled (extrapolated). Default 32.
+    pub beta_fast: f64,
+    /// Rotations per `L_orig` below which a pair is fully interpolated. Default 1.
+    pub beta_slow: f64,
+    /// DeepSeek `mscale` (numerator of the attention factor), used only with a non-zero
+    /// `mscale_all_dim`.
+    pub mscale: Option<f64>,
+    /// DeepSeek `mscale_all_dim` (denominator of the attention factor).
+    pub mscale_all_dim: Option<f64>,
+    /// An explicit attention factor, used verbatim when set.
+    pub attention_factor: Option<f64>,
+    /// Round the correction range outwards to whole dimensions (default `true`; gpt-oss
+    /// uses `false`).
+    pub truncate: bool,
+}
+
+impl YarnParams {
+    /// YaRN with the paper's defaults: `beta_fast = 32`, `beta_slow = 1`, no mscale, the
+    /// derived attention factor, `truncate = true`.
+    pub fn new(factor: f64, original_max_position_embeddings: u64) -> Self {
+        YarnParams {
+            factor,
+            original_max_position_embeddings,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            mscale: None,
+            mscale_all_dim: None,
+            attention_factor: None,
+            truncate: true,
+        }
+    }
+
+    /// Builder: set `beta_fast` and `beta_slow`.
+    pub fn with_beta(mut self, beta_fast: f64, beta_slow: f64) -> Self {
+        self.beta_fast = beta_fast;
+        self.beta_slow = beta_slow;
+        self
+    }
+
+    /// Builder: set DeepSeek's `mscale` and `mscale_all_dim`.
+    pub fn with_mscale(mut self, mscale: f64, mscale_all_dim: f64) -> Self {
+        self.mscale = Some(mscale);
+        self.mscale_all_dim = Some(mscale_all_dim);
+        self
+    }
+
+    /// Builder: an explicit attention factor, used verbatim.
+    pub fn with_attention_factor(mut self, attention_factor: f64) -> Self {
+        self.attention_factor = Some(attention_factor);
+        self
+    }
+
+    /// Builder: set `truncate`.
+    pub fn with_truncate(mut self, truncate: bool) -> Self {
+        self.truncate = truncate;
+        self
+    }
+
+    /// The attention factor: the explicit one if set; else, when `mscale` and
+    /// `mscale_all_dim` are both set and non-zero, `m(s, mscale) / m(s, mscale_all_dim)`;
+    /// else `m(s, 1)`, with `m(s, k) = 0.1 * k * ln(s) + 1` for `s > 1` and 1 otherwise
+    /// (YaRN paper eq. 22 `sqrt(1/t) = 0.1 ln(s) + 1`; HF `get_mscale`).
+    pub fn attention_factor(&self) -> f64 {
+        if let Some(a) = self.attention_factor {
+            return a;
+        }
+        let m = |k: f64| if self.factor <= 1.0 { 1.0 } else { 0.1 * k * libm::log(self.factor) + 1.0 };
+        match (self.mscale, self.mscale_all_dim) {
+            (Some(a), Some(b)) if a != 0.0 && b != 0.0 => m(a) / m(b),
+            _ => m(1.0),
+        }
+    }
+
+    /// The correction range `(low, high)` in pair indices, for `rotary_dim` and `theta`:
+    /// `d(r) = rotary_dim * ln(L_orig / (2 pi r)) / (2 ln theta)` at `r = beta_fast` and
+    /// `r = beta_slow`, rounded outwards (floor, ceil) when `truncate`, then clamped to
+    /// `[0, rotary_dim - 1]` (HF `find_correction_range`).
+    pub fn correction_range(&self, rotary_dim: usize, theta: f64) -> (f64, f64) {
+        let d = rotary_dim as f64;
+        let orig = self.original_max_position_embeddings as f64;
+        let dim_of = |r: f64| (d * libm::log(orig / (r * 2.0 * PI))) / (2.0 * libm::log(theta));
+        let (mut low, mut high) = (dim_of(self.beta_fast), dim_of(self.beta_slow));
+        if self.truncate {
+            low = libm::floor(low);
+            high = libm::ceil(high);
+        }
+        (low.max(0.0), high.min(d - 1.0))
+    }
+}
+
+/// Parameters of LongRoPE ([`Scaling::LongRope`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct LongRopeParams {
+    /// Per-pair divisors used while `L <= original_max_position_embeddings`
+    /// (`rotary_dim / 2` values, finite and > 0).
+    pub short_factor: PairFactors,
+    /// Per-pair divisors used when `L > original_max_position_embeddings`.
+    pub long_factor: PairFactors,
+    /// The pretraining context length (HF `original_max_position_embeddings`, top level in
+    /// Phi-3 configs). > 0.
+    pub original_max_position_embeddings: u64,
+    /// Context extension factor for the attention factor only (HF `factor`, by default
+    /// `max_position_embeddings / original_max_position_embeddings`). Finite and > 0.
+    pub factor: f64,
+    /// An explicit attention factor, used verbatim when set.
+    pub attention_factor: Option<f64>,
+}
+
+impl LongRopeParams {
+    /// LongRoPE from the two factor arrays.
+    ///
+    /// # Errors
+    /// [`RopeError::InvalidScalingParameter`] (`"short_factor"` / `"long_factor"`) if an
+    /// array has more than [`MAX_PAIRS`] values. Lengths against `rotary_dim / 2` and the
+    /// values are checked by [`Scaling::validate`].
+    pub fn new(
+        short_factor: &[f64],
+        long_factor: &[f64],
+        original_max_position_embeddings: u64,
+        factor: f64,
+    ) -> Result<Self, RopeError> {
+        let short_factor = PairFactors::from_slice(short_factor)
+            .ok_or(RopeError::InvalidScalingParameter { name: "short_factor" })?;
+        let long_factor = PairFactors::from_slice(long_factor)
+            .ok_or(RopeError::InvalidScalingParameter { name: "long_factor" })?;
+        Ok(LongRopeParams {
+            short_factor,
+            long_factor,
+            original_max_position_embeddings,
+            factor,
+            attention_factor: None,
+        })
+    }
+
+    /// Builder: an explicit attention factor, used verbatim.
+    pub fn with_attention_factor(mut self, attention_factor: f64) -> Self {
+        self.attention_factor = Some(attention_factor);
+        self
+    }
+
+    /// The attention factor: the explicit one if set; else
+    /// `sqrt(1 + ln(factor) / ln(original_max_position_embeddings))` for `factor > 1`, and 1
+    /// otherwise (HF `_compute_longrope_parameters`).
+    pub fn attention_factor(&self) -> f64 {
+        if let Some(a) = self.attention_factor {
+            return a;
+        }
+        if self.factor <= 1.0 {
+            return 1.0;
+        }
+        let orig = self.original_max_position_embeddings as f64;
+        libm::sqrt(1.0 + libm::log(self.factor) / libm::log(orig))
+    }
+}
+
 /// Frequency scaling for context extension. `#[non_exhaustive]`: match with a wildcard.
+///
+/// In the formulas, `d = rotary_dim`, `i` is the pair index (`0..d/2`),
+/// `b_i = theta^(-2i/d)` is the unscaled frequency, `L` is the length a call sees
+/// (largest position + 1). Every variant is checked by [`Scaling::validate`]; invalid
+/// parameters give [`RopeError::InvalidScalingParameter`], never NaN.
+///
+/// `LongRope` and `FreqFactors` hold their arrays inline (no allocation), which makes the
+/// enum a few KiB large.
 #[derive(Clone, Debug, PartialEq, Default)]
 #[non_exhaustive]
+#[allow(clippy::large_enum_variant)] // inline arrays: no allocation, `no_std` without `alloc`
 pub enum Scaling {
-    /// No scaling (HF `rope_type: "default"`).
+    /// No scaling (HF `rope_type: "default"`): `inv_freq[i] = b_i`, attention factor 1.
     #[default]
     None,
     /// Linear position interpolation (Chen et al. 2023, "Extending Context Window of Large
-    /// Language Models via Positional Interpolation"; HF `rope_type: "linear"`): every
-    /// `inv_freq` divided by `factor`. Attention factor 1.
+    /// Language Models via Positional Interpolation"; HF `_compute_linear_scaling_rope_parameters`,
+    /// `rope_type: "linear"`): `inv_freq[i] = b_i / factor`. Attention factor 1.
     Linear {
         /// The interpolation factor, finite and > 0.
         factor: f64,
     },
+    /// Dynamic NTK scaling (bloc97 and emozilla, 2023, "Dynamically Scaled RoPE"; HF
+    /// `_compute_dynamic_ntk_parameters` with `dynamic_rope_update`, `rope_type: "dynamic"`).
+    /// Recomputed for every call from its `L`: when `L > max_position_embeddings`,
+    /// `theta' = theta * (factor * L / max_position_embeddings - (factor - 1))^(d / (d - 2))`
+    /// and `inv_freq[i] = theta'^(-2i/d)`; otherwise the unscaled `b_i`. Nothing is kept
+    /// between calls (transformers keeps the grown table until the length drops below the
+    /// original one; here a shorter call always gets the frequencies of its own `L`).
+    /// Attention factor 1. Needs `d > 2`.
+    DynamicNtk {
+        /// Finite and > 0.
+        factor: f64,
+        /// HF `max_position_embeddings`, > 0.
+        max_position_embeddings: u64,
+    },
+    /// Static NTK-aware scaling (bloc97, 2023, "NTK-Aware Scaled RoPE"; HunYuan's
+    /// `rope_scaling: {"type": "dynamic", "alpha": ...}` in transformers
+    /// `models/hunyuan_v1_dense/modeling_hunyuan_v1_dense.py`):
+    /// `theta' = theta * alpha^(d / (d - 2))`, `inv_freq[i] = theta'^(-2i/d)`. Attention
+    /// factor 1. Needs `d > 2`.
+    NtkAlpha {
+        /// Finite and > 0.
+        alpha: f64,
+    },
+    /// YaRN (Peng et al. 2023, "YaRN: Efficient Context Window Extension of Large Language
+    /// Models", arXiv:2309.00071; HF `_compute_yarn_parameters`, `rope_type: "yarn"`).
+    /// With `(low, high)` from [`YarnParams::correction_range`] (`high += 0.001` if equal),
+    /// `ramp_i = clamp((i - low) / (high - low), 0, 1)`:
+    /// `inv_freq[i] = b_i / factor * ramp_i + b_i * (1 - ramp_i)`; the attention factor is
+    /// [`YarnParams::attention_factor`].
+    Yarn(YarnParams),
+    /// Llama 3.1 (Meta `apply_scaling` in the llama-models reference; HF
+    /// `_compute_llama3_parameters`, `rope_type: "llama3"`). With wavelength
+    /// `w_i = 2 pi / b_i`, `L_orig = original_max_position_embeddings`: `w_i < L_orig /
+    /// high_freq_factor` keeps `b_i`; `w_i > L_orig / low_freq_factor` gives `b_i / factor`;
+    /// in between, `s = (L_orig / w_i - low_freq_factor) / (high_freq_factor -
+    /// low_freq_factor)` and `inv_freq[i] = (1 - s) * b_i / factor + s * b_i`. Attention
+    /// factor 1.
+    Llama3 {
+        /// Finite and > 0.
+        factor: f64,
+        /// Finite, > 0 and < `high_freq_factor`.
+        low_freq_factor: f64,
+        /// Finite.
+        high_freq_factor: f64,
+        /// > 0.
+        original_max_position_embeddings: u64,
+    },
+    /// LongRoPE (Ding et al. 2024, "LongRoPE: Extending LLM Context Window Beyond 2 Million
+    /// Tokens", arXiv:2402.13753; HF `_compute_longrope_parameters`, `rope_type: "longrope"`,
+    /// legacy `"su"`): `inv_freq[i] = b_i / ext_i` with `ext = long_factor` when
+    /// `L > original_max_position_embeddings` and `short_factor` otherwise, chosen per call;
+    /// the attention factor is [`LongRopeParams::attention_factor`].
+    LongRope(LongRopeParams),
+    /// Proportional RoPE (Gemma 4 global layers; HF `_compute_proportional_rope_parameters`,
+    /// `rope_type: "proportional"`): the first `n = floor(partial_rotary_factor * d / 2)`
+    /// pairs get `b_i / factor`, the remaining `d/2 - n` pairs frequency 0 (identity). The
+    /// exponents run over the whole `d`; set `rotary_dim = head_dim` to match
+    /// transformers, which rotates the whole head this way. Attention factor 1.
+    Proportional {
+        /// Finite and > 0 (transformers' default 1).
+        factor: f64,
+        /// Share of the pairs that rotate, in `(0, 1]`.
+        partial_rotary_factor: f64,
+    },
+    /// Custom per-pair frequency divisors (ggml `freq_factors`, the optional third source of
+    /// `ggml_rope_ext`, as llama.cpp uses for `rope_freqs.weight`):
+    /// `inv_freq[i] = b_i / freq_factors[i]`. Attention factor 1.
+    FreqFactors(PairFactors),
 }
 
 impl Scaling {
+    /// Per-pair divisors ([`Scaling::FreqFactors`]) copied from `freq_factors`.
+    ///
+    /// # Errors
+    /// [`RopeError::InvalidScalingParameter`] (`"freq_factors"`) for more than
+    /// [`MAX_PAIRS`] values; the length against `rotary_dim / 2` and the values are
+    /// checked by [`Scaling::validate`].
+    pub fn freq_factors(freq_factors: &[f64]) -> Result<Self, RopeError> {
+        PairFactors::from_slice(freq_factors)
+            .map(Scaling::FreqFactors)
+            .ok_or(RopeError::InvalidScalingParameter { name: "freq_factors" })
+    }
+
+    /// The method's name: the HF `rope_type` where there is one (`"default"`, `"linear"`,
+    /// `"dynamic"`, `"yarn"`, `"llama3"`, `"longrope"`, `"proportional"`), else
+    /// `"ntk_alpha"` or `"freq_factors"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scaling::None => "default",
+            Scaling::Linear { .. } => "linear",
+            Scaling::DynamicNtk { .. } => "dynamic",
+            Scaling::NtkAlpha { .. } => "ntk_alpha",
+            Scaling::Yarn(_) => "yarn",
+            Scaling::Llama3 { .. } => "llama3",
+            Scaling::LongRope(_) => "longrope",
+            Scaling::Proportional { .. } => "proportional",
+            Scaling::FreqFactors(_) => "freq_factors",
+        }
+    }
+
     /// Checks the parameters against `rotary_dim`.
     ///
     /// # Errors
-    /// [`RopeError::InvalidScalingParameter`] naming the first bad parameter.
-    pub fn validate(&self, _rotary_dim: usize) -> Result<(), RopeError> {
-        match *self {
+    /// [`RopeError::InvalidScalingParameter`] naming the first bad parameter:
+    /// `"factor"`, `"alpha"`, `"attention_factor"`, `"beta_fast"`, `"beta_slow"`,
+    /// `"mscale"`, `"mscale_all_dim"`, `"low_freq_factor"`, `"high_freq_factor"`,
+    /// `"original_max_position_embeddings"`, `"max_position_embeddings"`,
+    /// `"short_factor"`, `"long_factor"`, `"freq_factors"`, `"partial_rotary_factor"` for
+    /// a value that is not finite or out of its domain (factors ≤ 0, lengths of 0, arrays
+    /// whose length is not `rotary_dim / 2`, `beta_fast <= beta_slow`,
+    /// `low_freq_factor >= high_freq_factor`, an mscale pair whose attention factor is not
+    /// finite and > 0), and `"rotary_dim"` for NTK scaling with `rotary_dim <= 2`.
+    pub fn validate(&self, rotary_dim: usize) -> Result<(), RopeError> {
+        let pairs = rotary_dim / 2;
+        match self {
             Scaling::None => Ok(()),
-            Scaling::Linear { factor } => positive_finite(factor, "factor"),
+            Scaling::Linear { factor } => positive_finite(*factor, "factor"),
+            Scaling::DynamicNtk { factor, max_position_embeddings } => {
+                positive_finite(*factor, "factor")?;
+                nonzero(*max_position_embeddings, "max_position_embeddings")?;
+                ntk_dim(rotary_dim)
+            }
+            Scaling::NtkAlpha { alpha } => {
+                positive_finite(*alpha, "alpha")?;
+                ntk_dim(rotary_dim)
+            }
+            Scaling::Yarn(p) => {
+                positive_finite(p.factor, "factor")?;
+                nonzero(p.original_max_position_embeddings, "original_max_position_embeddings")?;
+                positive_finite(p.beta_fast, "beta_fast")?;
+                positive_finite(p.beta_slow, "beta_slow")?;
+                if p.beta_fast <= p.beta_slow {
+                    return Err(RopeError::InvalidScalingParameter { name: "beta_fast" });
+                }
+                if let Some(m) = p.mscale {
+                    finite(m, "mscale")?;
+                }
+                if let Some(m) = p.mscale_all_dim {
+                    finite(m, "mscale_all_dim")?;
+                }
+                match p.attention_factor {
+                    Some(a) => positive_finite(a, "attention_factor"),
+                    None => positive_finite(p.attention_factor(), "mscale_all_dim"),
+                }
+            }
+            Scaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings,
+            } => {
+                positive_finite(*factor, "factor")?;
+                positive_finite(*low_freq_factor, "low_freq_factor")?;
+                finite(*high_freq_factor, "high_freq_factor")?;
+                if low_freq_factor >= high_freq_factor {
+                    return Err(RopeError::InvalidScalingParameter { name: "low_freq_factor" });
+                }
+                nonzero(*original_max_position_embeddings, "original_max_position_embeddings")
+            }
+            Scaling::LongRope(p) => {
+                p.short_factor.check(pairs, "short_factor")?;
+                p.long_factor.check(pairs, "long_factor")?;
+                nonzero(p.original_max_position_embeddings, "original_max_position_embeddings")?;
+                positive_finite(p.factor, "factor")?;
+                match p.attention_factor {
+                    Some(a) => positive_finite(a, "attention_factor"),
+                    // ln(1) = 0 in the denominator.
+                    None => positive_finite(p.attention_factor(), "original_max_position_embeddings"),
+                }
+            }
+            Scaling::Proportional { factor, partial_rotary_factor } => {
+                positive_finite(*factor, "factor")?;
+                let p = *partial_rotary_factor;
+                if !(p.is_finite() && p > 0.0 && p <= 1.0) {
+                    return Err(RopeError::InvalidScalingParameter { name: "partial_rotary_factor" });
+                }
+                Ok(())
+            }
+            Scaling::FreqFactors(f) => f.check(pairs, "freq_factors"),
         }
     }
 
     /// True when the frequencies depend on the sequence length of the call (dynamic NTK,
     /// LongRoPE), so they are recomputed per call instead of once.
     pub fn depends_on_seq_len(&self) -> bool {
+        matches!(self, Scaling::DynamicNtk { .. } | Scaling::LongRope(_))
+    }
+
+    /// The parameter blamed when a computed frequency is not finite (overflow or
+    /// underflow from extreme but individually valid values).
+    fn primary_parameter(&self) -> &'static str {
         match self {
-            Scaling::None | Scaling::Linear { .. } => false,
+            Scaling::NtkAlpha { .. } => "alpha",
+            Scaling::LongRope(_) => "long_factor",
+            Scaling::FreqFactors(_) => "freq_factors",
+            _ => "factor",
         }
+    }
+}
+
+fn finite(v: f64, name: &'static str) -> Result<(), RopeError> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(RopeError::InvalidScalingParameter { name })
     }
 }
 
@@ -50,6 +468,23 @@ fn positive_finite(v: f64, name: &'static str) -> Result<(), RopeError> {
         Ok(())
     } else {
         Err(RopeError::InvalidScalingParameter { name })
+    }
+}
+
+fn nonzero(v: u64, name: &'static str) -> Result<(), RopeError> {
+    if v == 0 {
+        Err(RopeError::InvalidScalingParameter { name })
+    } else {
+        Ok(())
+    }
+}
+
+/// NTK scaling raises to `d / (d - 2)`.
+fn ntk_dim(rotary_dim: usize) -> Result<(), RopeError> {
+    if rotary_dim > 2 {
+        Ok(())
+    } else {
+        Err(RopeError::InvalidScalingParameter { name: "rotary_dim" })
     }
 }
 
@@ -62,51 +497,155 @@ pub struct Frequencies {
     inv_freq_f32: [f32; MAX_PAIRS],
     pairs: usize,
     attention_factor: f64,
+    /// The f32 table came from the caller and survives per-call recomputation.
+    caller_f32: bool,
 }
 
 impl Frequencies {
     /// Computes the frequencies of `config` for a call whose largest position is
-    /// `seq_len - 1` (`seq_len` matters only when [`Scaling::depends_on_seq_len`]).
+    /// `seq_len - 1` (`seq_len` matters only when [`Scaling::depends_on_seq_len`]; 0 means
+    /// "no call yet": original frequencies for dynamic NTK, short factors for LongRoPE).
     ///
     /// # Errors
-    /// Any error of [`RopeConfig::validate`].
+    /// Any error of [`RopeConfig::validate`]; [`RopeError::InvalidScalingParameter`]
+    /// (`"rope_theta"`) for YaRN with `theta == 1` (its correction range divides by
+    /// `ln theta`), and (naming the method's main parameter) if individually valid
+    /// parameters still over- or underflow to a non-finite frequency.
     pub fn new(config: &RopeConfig, seq_len: u64) -> Result<Self, RopeError> {
         config.validate()?;
-        let _ = seq_len;
         let pairs = config.pairs();
         let mut f = Frequencies {
             inv_freq: [0.0; MAX_PAIRS],
             inv_freq_f32: [0.0; MAX_PAIRS],
             pairs,
             attention_factor: 1.0,
+            caller_f32: false,
         };
-        let dim = config.rotary_dim as f64;
-        for (i, v) in f.inv_freq[..pairs].iter_mut().enumerate() {
-            *v = 1.0 / libm::pow(config.theta, (2 * i) as f64 / dim);
+        let d = config.rotary_dim as f64;
+        let theta = config.theta;
+        // b_i for base `t`: 1 / t^(2i/d), as HF's `1.0 / (base ** (arange(0, d, 2) / d))`.
+        let unscaled = |t: f64, i: usize| 1.0 / libm::pow(t, (2 * i) as f64 / d);
+        let inv = &mut f.inv_freq[..pairs];
+        match &config.scaling {
+            Scaling::None => inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(theta, i)),
+            Scaling::Linear { factor } => {
+                inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(theta, i) / factor)
+            }
+            Scaling::DynamicNtk { factor, max_position_embeddings } => {
+                let max = *max_position_embeddings as f64;
+                let base = if seq_len > *max_position_embeddings {
+                    let grown = (factor * seq_len as f64 / max) - (factor - 1.0);
+                    theta * libm::pow(grown, d / (d - 2.0))
+                } else {
+                    theta
+                };
+                inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(base, i));
+            }
+            Scaling::NtkAlpha { alpha } => {
+                let base = theta * libm::pow(*alpha, d / (d - 2.0));
+                inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(base, i));
+            }
+            Scaling::Yarn(p) => {
+                if theta == 1.0 {
+                    // ln(theta) = 0 divides the correction range.
+                    return Err(RopeError::InvalidScalingParameter { name: "rope_theta" });
+                }
+                let (low, mut high) = p.correction_range(config.rotary_dim, theta);
+                if low == high {
+                    high += 0.001; // HF `linear_ramp_factor`: prevents 0 / 0.
+                }
+                for (i, v) in inv.iter_mut().enumerate() {
+                    let pos_freq = libm::pow(theta, (2 * i) as f64 / d);
+                    let extrapolation = 1.0 / pos_freq;
+                    let interpolation = 1.0 / (p.factor * pos_freq);
+                    let ramp = ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
+                    let extrapolation_factor = 1.0 - ramp;
+                    *v = interpolation * (1.0 - extrapolation_factor) + extrapolation * extrapolation_factor;
+                }
+                f.attention_factor = p.attention_factor();
+            }
+            Scaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings,
+            } => {
+                let orig = *original_max_position_embeddings as f64;
+                let low_freq_wavelen = orig / low_freq_factor;
+                let high_freq_wavelen = orig / high_freq_factor;
+                for (i, v) in inv.iter_mut().enumerate() {
+                    let b = unscaled(theta, i);
+                    let wavelen = 2.0 * PI / b;
+                    *v = if wavelen < high_freq_wavelen {
+                        b
+                    } else if wavelen > low_freq_wavelen {
+                        b / factor
+                    } else {
+                        let smooth =
+                            (orig / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                        (1.0 - smooth) * b / factor + smooth * b
+                    };
+                }
+            }
+            Scaling::LongRope(p) => {
+                let ext = if seq_len > p.original_max_position_embeddings {
+                    p.long_factor.as_slice()
+                } else {
+                    p.short_factor.as_slice()
+                };
+                for (i, v) in inv.iter_mut().enumerate() {
+                    *v = 1.0 / (ext[i] * libm::pow(theta, (2 * i) as f64 / d));
+                }
+                f.attention_factor = p.attention_factor();
+            }
+            Scaling::Proportional { factor, partial_rotary_factor } => {
+                // HF: `int(partial_rotary_factor * head_dim // 2)`.
+                let rotated = libm::floor(partial_rotary_factor * d / 2.0) as usize;
+                for (i, v) in inv.iter_mut().enumerate() {
+                    *v = if i < rotated { unscaled(theta, i) / factor } else { 0.0 };
+                }
+            }
+            Scaling::FreqFactors(ff) => {
+                let ff = ff.as_slice();
+                inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(theta, i) / ff[i]);
+            }
         }
-        match config.scaling {
-            Scaling::None => {}
-            Scaling::Linear { factor } => f.inv_freq[..pairs].iter_mut().for_each(|v| *v /= factor),
+        if f.inv_freq().iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+            return Err(RopeError::InvalidScalingParameter { name: config.scaling.primary_parameter() });
         }
         f.sync_f32();
         Ok(f)
     }
 
+    /// The frequencies of `config` at `seq_len`, keeping this object's f32 table if it
+    /// came from the caller ([`Frequencies::set_inv_freq_f32`]).
+    pub(crate) fn at_seq_len(&self, config: &RopeConfig, seq_len: u64) -> Result<Self, RopeError> {
+        let mut f = Frequencies::new(config, seq_len)?;
+        if self.caller_f32 {
+            f.inv_freq_f32 = self.inv_freq_f32;
+            f.caller_f32 = true;
+        }
+        Ok(f)
+    }
+
     /// Replaces the f32 table used by [`AngleMode::HfCompatible`](crate::AngleMode) with
-    /// the caller's (e.g. the `inv_freq` buffer exported from transformers).
+    /// the caller's (e.g. the `inv_freq` buffer exported from transformers). The table is
+    /// used verbatim from then on, also where the f64 frequencies are recomputed per call
+    /// (dynamic NTK, LongRoPE); the attention factor stays the computed one.
     ///
     /// # Errors
-    /// [`RopeError::TableShape`] if `inv_freq_f32.len() != rotary_dim / 2`;
+    /// [`RopeError::InvFreqLength`] if `inv_freq_f32.len() != rotary_dim / 2`;
     /// [`RopeError::InvalidScalingParameter`] (`"inv_freq"`) for a value that is not
-    /// finite and ≥ 0.
+    /// finite and ≥ 0. Nothing changes on error.
     pub fn set_inv_freq_f32(&mut self, inv_freq_f32: &[f32]) -> Result<(), RopeError> {
         if inv_freq_f32.len() != self.pairs {
-            return Err(RopeError::TableShape);
+            return Err(RopeError::InvFreqLength { expected: self.pairs, len: inv_freq_f32.len() });
         }
         if inv_freq_f32.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
             return Err(RopeError::InvalidScalingParameter { name: "inv_freq" });
         }
         self.inv_freq_f32[..self.pairs].copy_from_slice(inv_freq_f32);
+        self.caller_f32 = true;
         Ok(())
     }
 
@@ -121,9 +660,15 @@ impl Frequencies {
         &self.inv_freq[..self.pairs]
     }
 
-    /// The f32 `inv_freq` table of [`AngleMode::HfCompatible`](crate::AngleMode).
+    /// The f32 `inv_freq` table of [`AngleMode::HfCompatible`](crate::AngleMode): `inv_freq`
+    /// rounded to nearest f32, or the caller's table.
     pub fn inv_freq_f32(&self) -> &[f32] {
         &self.inv_freq_f32[..self.pairs]
+    }
+
+    /// True when the f32 table is the caller's ([`Frequencies::set_inv_freq_f32`]).
+    pub fn has_caller_inv_freq_f32(&self) -> bool {
+        self.caller_f32
     }
 
     /// The factor multiplying cos and sin (1 unless YaRN or LongRoPE set it).

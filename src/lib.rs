@@ -30,6 +30,8 @@ pub mod dispatch;
 mod element;
 mod error;
 mod freq;
+#[cfg(feature = "hf-config")]
+pub mod hf_config;
 mod kernels;
 mod rope;
 mod view;
@@ -41,7 +43,7 @@ pub use cossin::RopeCache;
 pub use dispatch::Tier;
 pub use element::{DType, Element, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
 pub use error::{Operand, RopeError};
-pub use freq::{Frequencies, Scaling};
+pub use freq::{Frequencies, LongRopeParams, PairFactors, Scaling, YarnParams};
 pub use half::{bf16, f16};
 pub use rope::{Apply, CosSin, Direction, Heads, HeadsMut, Positions, Rope};
 pub use view::View;

@@ -176,6 +176,35 @@ impl Rope {
         &self.freqs
     }
 
+    /// The frequencies a call whose largest position is `seq_len - 1` uses (differs from
+    /// [`Rope::frequencies`] only for dynamic NTK and LongRoPE).
+    ///
+    /// # Errors
+    /// Those of [`Frequencies::new`].
+    pub fn frequencies_at(&self, seq_len: u64) -> Result<Frequencies, RopeError> {
+        if self.config.scaling.depends_on_seq_len() {
+            self.freqs.at_seq_len(&self.config, seq_len)
+        } else {
+            Ok(self.freqs.clone())
+        }
+    }
+
+    /// Uses the caller's f32 `inv_freq` table (e.g. the `inv_freq` buffer exported from
+    /// Hugging Face transformers) and switches to [`AngleMode::HfCompatible`], so angles are
+    /// `f32(position) * inv_freq[i]` rounded in f32 exactly as transformers forms them. The
+    /// table is used verbatim by every later call, also for dynamic NTK and LongRoPE whose
+    /// f64 frequencies are recomputed per call; the attention factor stays the computed one.
+    ///
+    /// # Errors
+    /// [`RopeError::InvFreqLength`] if `inv_freq.len() != rotary_dim / 2`;
+    /// [`RopeError::InvalidScalingParameter`] (`"inv_freq"`) for a value that is not finite
+    /// and ≥ 0.
+    pub fn with_hf_inv_freq(mut self, inv_freq: &[f32]) -> Result<Self, RopeError> {
+        self.freqs.set_inv_freq_f32(inv_freq)?;
+        self.config.angle_mode = AngleMode::HfCompatible;
+        Ok(self)
+    }
+
     /// The tier this object's calls run on.
     pub fn tier(&self) -> Tier {
         self.kernels().tier
@@ -191,11 +220,13 @@ impl Rope {
 
     /// Fills a caller table with the rows of positions `start..start + rows`
     /// (`cos.len() == sin.len() == rows * rotary_dim / 2`), with the same values the
-    /// on-the-fly path uses. Row `r` is position `start + r`.
+    /// on-the-fly path uses. Row `r` is position `start + r`. For dynamic NTK and LongRoPE
+    /// the whole table uses the frequencies of a call of length `start + rows`
+    /// ([`Rope::frequencies_at`]); a shorter on-the-fly call may use other ones.
     ///
     /// # Errors
     /// [`RopeError::TableShape`] for mismatched lengths, [`RopeError::PositionOverflow`]
-    /// if `start + rows - 1` exceeds `u32::MAX`.
+    /// if `start + rows - 1` exceeds `u32::MAX`, and those of [`Rope::frequencies_at`].
     pub fn fill_table(&self, start: u32, cos: &mut [f32], sin: &mut [f32]) -> Result<(), RopeError> {
         let pairs = self.config.pairs();
         if cos.len() != sin.len() || cos.len() % pairs != 0 {
@@ -205,8 +236,9 @@ impl Rope {
         if rows > 0 && u64::from(start) + rows as u64 - 1 > u64::from(u32::MAX) {
             return Err(RopeError::PositionOverflow);
         }
+        let freqs = self.frequencies_at(u64::from(start) + rows as u64)?;
         for (r, (c, s)) in cos.chunks_exact_mut(pairs).zip(sin.chunks_exact_mut(pairs)).enumerate() {
-            fill_row(&self.freqs, self.config.angle_mode, start + r as u32, c, s);
+            fill_row(&freqs, self.config.angle_mode, start + r as u32, c, s);
         }
         Ok(())
     }
@@ -353,7 +385,7 @@ impl Rope {
         let seq_len = u64::from(max_pos) + 1;
         let dynamic;
         let freqs = if self.config.scaling.depends_on_seq_len() {
-            dynamic = Frequencies::new(&self.config, seq_len)?;
+            dynamic = self.freqs.at_seq_len(&self.config, seq_len)?;
             &dynamic
         } else {
             &self.freqs

@@ -1,0 +1,255 @@
+//! RoPE on the shapes of a real model, read from its Hugging Face `config.json`.
+//!
+//! ```text
+//! cargo run --release --example demo                      # embedded Llama 3.1 8B config
+//! cargo run --release --example demo -- --config tests/data/configs/phi-3-128k-su.json
+//! ```
+//!
+//! Derives heads, kv heads, head_dim, rotary_dim, layout and scaling with
+//! [`rope_kernels::hf_config`], runs a prefill of 2048 tokens and 256 single-token decode
+//! steps on random q/k (q and k heads in one `apply_qk` call, GQA), checks every output
+//! element against an f64 evaluation of the rotation, and prints the error and the speed.
+//! Exits non-zero when the config cannot be used (one line naming the reason, e.g. an
+//! unsupported scaling type) or the error exceeds `1e-5 * max(1, attention_factor)`.
+
+use std::ops::Range;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use rope_kernels::hf_config::ModelConfig;
+use rope_kernels::{Apply, HeadsMut, Layout, Rope, View};
+
+const EMBEDDED_CONFIG: &str = include_str!("../tests/data/configs/llama-3.1-8b.json");
+const PREFILL_TOKENS: usize = 2048;
+const DECODE_STEPS: usize = 256;
+/// Timed repetitions; the fastest is reported.
+const REPS: usize = 3;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One tensor of `tokens × heads` rows of `width = nope + head_dim` elements, RoPE applied
+/// to the `head_dim` elements at offset `nope` of every row.
+#[derive(Clone)]
+struct Tensor {
+    data: Vec<f32>,
+    heads: usize,
+    width: usize,
+    nope: usize,
+    head_dim: usize,
+}
+
+impl Tensor {
+    fn random(tokens: usize, heads: usize, nope: usize, head_dim: usize, rng: &mut XorShift) -> Self {
+        let width = nope + head_dim;
+        let data = (0..tokens * heads * width).map(|_| rng.uniform()).collect();
+        Tensor { data, heads, width, nope, head_dim }
+    }
+
+    /// The rotary part of tokens `first..first + tokens` as a mutable strided view.
+    fn rotary(&mut self, first: usize, tokens: usize) -> HeadsMut<'_, f32> {
+        let row = self.heads * self.width;
+        let view = View { tokens, heads: self.heads, token_stride: row, head_stride: self.width };
+        let start = first * row + self.nope;
+        let end = (first + tokens) * row;
+        HeadsMut::new(&mut self.data[start..end], view)
+    }
+
+    /// Elements per token that a call reads and writes.
+    fn rotary_elems_per_token(&self) -> usize {
+        self.heads * self.head_dim
+    }
+}
+
+fn run() -> Result<(), String> {
+    let mut args = std::env::args().skip(1);
+    let mut path: Option<String> = None;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--config" => path = Some(args.next().ok_or("--config needs a path")?),
+            "-h" | "--help" => {
+                println!("usage: demo [--config PATH/config.json]");
+                return Ok(());
+            }
+            other => return Err(format!("unknown argument `{other}` (usage: demo [--config PATH])")),
+        }
+    }
+    let (source, model) = match &path {
+        Some(p) => (p.clone(), ModelConfig::from_path(p).map_err(|e| format!("{p}: {e}"))?),
+        None => (
+            "embedded Llama 3.1 8B config".to_string(),
+            ModelConfig::from_json_str(EMBEDDED_CONFIG).map_err(|e| e.to_string())?,
+        ),
+    };
+    let rope = Rope::new(model.rope.clone()).map_err(|e| format!("{source}: {e}"))?;
+    let cfg = rope.config();
+    let attention_factor = rope.frequencies().attention_factor();
+
+    println!("model:     {} ({source})", model.model_type);
+    println!("layout:    {}", layout_name(cfg.layout));
+    let nope = if model.nope_head_dim > 0 {
+        format!(" (+ {} unrotated, MLA)", model.nope_head_dim)
+    } else {
+        String::new()
+    };
+    println!(
+        "dims:      head_dim {}{nope}, rotary_dim {}, heads {}, kv heads {}",
+        model.head_dim, cfg.rotary_dim, model.num_attention_heads, model.num_key_value_heads
+    );
+    let spelled = if model.scaling_name != cfg.scaling.name() {
+        format!(" (`{}`)", model.scaling_name)
+    } else {
+        String::new()
+    };
+    println!(
+        "scaling:   {}{spelled}, attention_factor {attention_factor:.7}, theta {}",
+        cfg.scaling.name(),
+        cfg.theta
+    );
+    println!("tier:      {}", rope_kernels::dispatch::active_tier());
+
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let (heads, kv, nope, hd) =
+        (model.num_attention_heads, model.num_key_value_heads, model.nope_head_dim, model.head_dim);
+    let bound = 1e-5 * attention_factor.max(1.0);
+
+    // Prefill: positions 0..2048 in one call.
+    let q_in = Tensor::random(PREFILL_TOKENS, heads, nope, hd, &mut rng);
+    let k_in = Tensor::random(PREFILL_TOKENS, kv, nope, hd, &mut rng);
+    let (mut q, mut k) = (q_in.clone(), k_in.clone());
+    let mut best = Duration::MAX;
+    for _ in 0..REPS {
+        q.data.clone_from(&q_in.data);
+        k.data.clone_from(&k_in.data);
+        let t = Instant::now();
+        rope.apply_qk(q.rotary(0, PREFILL_TOKENS), Some(k.rotary(0, PREFILL_TOKENS)), &Apply::start(0))
+            .map_err(|e| format!("prefill: {e}"))?;
+        best = best.min(t.elapsed());
+    }
+    let mut prefill_err = 0.0f64;
+    for (input, output) in [(&q_in, &q), (&k_in, &k)] {
+        prefill_err = prefill_err.max(max_error(&rope, input, output, 0..PREFILL_TOKENS, 0)?);
+    }
+    let per_token = q.rotary_elems_per_token() + k.rotary_elems_per_token();
+    report("prefill", PREFILL_TOKENS, per_token, best, prefill_err);
+
+    // Decode: 256 calls of one token at positions 2048, 2049, ...
+    let dq_in = Tensor::random(DECODE_STEPS, heads, nope, hd, &mut rng);
+    let dk_in = Tensor::random(DECODE_STEPS, kv, nope, hd, &mut rng);
+    let (mut dq, mut dk) = (dq_in.clone(), dk_in.clone());
+    let mut best = Duration::MAX;
+    for _ in 0..REPS {
+        dq.data.clone_from(&dq_in.data);
+        dk.data.clone_from(&dk_in.data);
+        let t = Instant::now();
+        for s in 0..DECODE_STEPS {
+            let opts = Apply::start((PREFILL_TOKENS + s) as u32);
+            rope.apply_qk(dq.rotary(s, 1), Some(dk.rotary(s, 1)), &opts)
+                .map_err(|e| format!("decode: {e}"))?;
+        }
+        best = best.min(t.elapsed());
+    }
+    let mut decode_err = 0.0f64;
+    for (input, output) in [(&dq_in, &dq), (&dk_in, &dk)] {
+        for s in 0..DECODE_STEPS {
+            decode_err = decode_err.max(max_error(&rope, input, output, s..s + 1, PREFILL_TOKENS + s)?);
+        }
+    }
+    report("decode", DECODE_STEPS, per_token, best, decode_err);
+
+    let err = prefill_err.max(decode_err);
+    if err > bound || !err.is_finite() {
+        return Err(format!("max abs error {err:.3e} exceeds the bound {bound:.1e}"));
+    }
+    println!("check:     ok (max abs error {err:.3e} <= {bound:.1e})");
+    Ok(())
+}
+
+/// Largest |output - reference| over `rows` of `output`, in f64, where the rows were
+/// rotated by one call at positions `position..position + rows.len()`.
+fn max_error(
+    rope: &Rope,
+    input: &Tensor,
+    output: &Tensor,
+    rows: Range<usize>,
+    position: usize,
+) -> Result<f64, String> {
+    let freqs = rope.frequencies_at((position + rows.len()) as u64).map_err(|e| e.to_string())?;
+    let cfg = rope.config();
+    let pairs = cfg.rotary_dim / 2;
+    let af = freqs.attention_factor();
+    let mut err = 0.0f64;
+    let mut cos = vec![0.0f64; pairs];
+    let mut sin = vec![0.0f64; pairs];
+    let first = rows.start;
+    for t in rows {
+        let position = (position + t - first) as f64;
+        for i in 0..pairs {
+            let angle = position * freqs.inv_freq()[i];
+            cos[i] = angle.cos() * af;
+            sin[i] = angle.sin() * af;
+        }
+        for h in 0..input.heads {
+            let base = (t * input.heads + h) * input.width;
+            let x = &input.data[base..base + input.width];
+            let y = &output.data[base..base + input.width];
+            let mut expect: Vec<f64> = x.iter().map(|v| f64::from(*v)).collect();
+            for i in 0..pairs {
+                let (a, b) = match cfg.layout {
+                    Layout::Interleaved => (input.nope + 2 * i, input.nope + 2 * i + 1),
+                    _ => (input.nope + i, input.nope + i + pairs),
+                };
+                let (x0, x1) = (f64::from(x[a]), f64::from(x[b]));
+                expect[a] = x0 * cos[i] - x1 * sin[i];
+                expect[b] = x1 * cos[i] + x0 * sin[i];
+            }
+            for (e, v) in expect.iter().zip(y) {
+                let d = (e - f64::from(*v)).abs();
+                // `f64::max` ignores NaN; a NaN output is an infinite error.
+                err = if d.is_nan() { f64::INFINITY } else { err.max(d) };
+            }
+        }
+    }
+    Ok(err)
+}
+
+fn report(phase: &str, tokens: usize, elems_per_token: usize, time: Duration, err: f64) {
+    let secs = time.as_secs_f64().max(1e-9);
+    // Every rotated element is read once and written once.
+    let bytes = (tokens * elems_per_token * 2 * std::mem::size_of::<f32>()) as f64;
+    println!(
+        "{:<10} {tokens} tokens in {:.3} ms: {:.0} tokens/s, {:.2} GB/s, max abs error {err:.3e}",
+        format!("{phase}:"),
+        secs * 1e3,
+        tokens as f64 / secs,
+        bytes / secs / 1e9,
+    );
+}
+
+fn layout_name(layout: Layout) -> &'static str {
+    match layout {
+        Layout::HalfSplit => "HalfSplit (GPT-NeoX / HF rotate_half)",
+        Layout::Interleaved => "Interleaved (GPT-J / ggml NORM)",
+    }
+}
+
+/// xorshift64*: deterministic inputs without a dependency.
+struct XorShift(u64);
+
+impl XorShift {
+    /// Uniform in `[-1, 1)`.
+    fn uniform(&mut self) -> f32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let r = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        ((r >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}

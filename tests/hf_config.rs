@@ -1,0 +1,321 @@
+//! The `config.json` loader: every real config in tests/data/configs, and malformed input.
+#![cfg(feature = "hf-config")]
+
+use rope_kernels::hf_config::{ConfigError, ModelConfig};
+use rope_kernels::{Frequencies, Layout, RopeError, Scaling};
+
+fn load(name: &str) -> ModelConfig {
+    let path = format!("{}/tests/data/configs/{name}", env!("CARGO_MANIFEST_DIR"));
+    ModelConfig::from_path(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// (file, model_type, heads, kv heads, head_dim, rotary_dim, layout, theta, scaling name)
+type Expected = (&'static str, &'static str, usize, usize, usize, usize, Layout, f64, &'static str);
+
+const EXPECTED: [Expected; 10] = [
+    ("deepseek-v2-lite.json", "deepseek_v2", 16, 16, 64, 64, Layout::Interleaved, 10_000.0, "yarn"),
+    ("gpt-j-6b.json", "gptj", 16, 16, 256, 64, Layout::Interleaved, 10_000.0, "default"),
+    ("gpt-neox-20b.json", "gpt_neox", 64, 64, 96, 24, Layout::HalfSplit, 10_000.0, "default"),
+    ("gpt-oss-20b.json", "gpt_oss", 64, 8, 64, 64, Layout::HalfSplit, 150_000.0, "yarn"),
+    ("llama-2-7b.json", "llama", 32, 32, 128, 128, Layout::HalfSplit, 10_000.0, "default"),
+    ("llama-3.1-8b.json", "llama", 32, 8, 128, 128, Layout::HalfSplit, 500_000.0, "llama3"),
+    ("mistral-7b-v0.1.json", "mistral", 32, 8, 128, 128, Layout::HalfSplit, 10_000.0, "default"),
+    ("phi-2.json", "phi", 32, 32, 80, 32, Layout::HalfSplit, 10_000.0, "default"),
+    ("phi-3-128k-su.json", "phi3", 32, 32, 96, 96, Layout::HalfSplit, 10_000.0, "longrope"),
+    ("qwen2.5-7b-instruct-yarn.json", "qwen2", 28, 4, 128, 128, Layout::HalfSplit, 1_000_000.0, "yarn"),
+];
+
+#[test]
+fn every_config_file_loads() {
+    let dir = format!("{}/tests/data/configs", env!("CARGO_MANIFEST_DIR"));
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let m = ModelConfig::from_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(m.rope.validate().is_ok());
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, EXPECTED.len(), "a config without an expectation below");
+}
+
+#[test]
+fn dims_layout_and_scaling_of_each_config() {
+    for (file, model_type, heads, kv, head_dim, rotary_dim, layout, theta, scaling) in EXPECTED {
+        let m = load(file);
+        assert_eq!(m.model_type, model_type, "{file}");
+        assert_eq!((m.num_attention_heads, m.num_key_value_heads), (heads, kv), "{file}");
+        assert_eq!(
+            (m.head_dim, m.rope.head_dim, m.rope.rotary_dim),
+            (head_dim, head_dim, rotary_dim),
+            "{file}"
+        );
+        assert_eq!(m.rope.layout, layout, "{file}");
+        assert_eq!(m.rope.theta, theta, "{file}");
+        assert_eq!(m.rope.scaling.name(), scaling, "{file}");
+    }
+}
+
+fn attention_factor(m: &ModelConfig) -> f64 {
+    Frequencies::new(&m.rope, 0).unwrap().attention_factor()
+}
+
+#[test]
+fn scaling_parameters_of_each_config() {
+    let m = load("llama-3.1-8b.json");
+    assert_eq!(
+        m.rope.scaling,
+        Scaling::Llama3 {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 8192
+        }
+    );
+    assert_eq!(m.max_position_embeddings, Some(131_072));
+
+    let m = load("qwen2.5-7b-instruct-yarn.json");
+    let Scaling::Yarn(y) = &m.rope.scaling else { panic!("{:?}", m.rope.scaling) };
+    assert_eq!((y.factor, y.original_max_position_embeddings, y.truncate), (4.0, 32768, true));
+    assert_eq!((y.beta_fast, y.beta_slow), (32.0, 1.0));
+    assert!((attention_factor(&m) - (0.1 * 4f64.ln() + 1.0)).abs() < 1e-15);
+
+    let m = load("gpt-oss-20b.json");
+    let Scaling::Yarn(y) = &m.rope.scaling else { panic!() };
+    assert_eq!((y.factor, y.original_max_position_embeddings, y.truncate), (32.0, 4096, false));
+    assert!((attention_factor(&m) - 1.3465736).abs() < 5e-8);
+
+    let m = load("deepseek-v2-lite.json");
+    let Scaling::Yarn(y) = &m.rope.scaling else { panic!() };
+    assert_eq!((y.factor, y.mscale, y.mscale_all_dim), (40.0, Some(0.707), Some(0.707)));
+    assert_eq!(attention_factor(&m), 1.0);
+    assert_eq!(m.nope_head_dim, 128);
+
+    let m = load("phi-3-128k-su.json");
+    assert_eq!(m.scaling_name, "su");
+    let Scaling::LongRope(p) = &m.rope.scaling else { panic!() };
+    assert_eq!((p.original_max_position_embeddings, p.factor), (4096, 32.0));
+    assert_eq!((p.short_factor.len(), p.long_factor.len()), (48, 48));
+    assert_eq!(p.long_factor.as_slice()[0], 1.0299999713897705);
+    assert!((attention_factor(&m) - (1.0 + 32f64.ln() / 4096f64.ln()).sqrt()).abs() < 1e-15);
+
+    let m = load("gpt-j-6b.json");
+    assert_eq!(m.max_position_embeddings, Some(2048)); // n_positions
+    assert_eq!(m.nope_head_dim, 0);
+}
+
+fn parse_err(json: &str) -> ConfigError {
+    ModelConfig::from_json_str(json).expect_err(json)
+}
+
+fn missing(field: &str) -> ConfigError {
+    ConfigError::Missing { field: field.to_string() }
+}
+
+fn malformed(field: &str, expected: &'static str) -> ConfigError {
+    ConfigError::Malformed { field: field.to_string(), expected }
+}
+
+fn invalid(field: &str, error: RopeError) -> ConfigError {
+    ConfigError::Invalid { field: field.to_string(), error }
+}
+
+const BASE: &str = r#""model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32"#;
+
+fn with(extra: &str) -> String {
+    format!("{{{BASE}{}{extra}}}", if extra.is_empty() { "" } else { ", " })
+}
+
+#[test]
+fn minimal_config_and_spellings() {
+    let m = ModelConfig::from_json_str(&with("")).unwrap();
+    assert_eq!((m.head_dim, m.rope.rotary_dim, m.num_key_value_heads), (128, 128, 32));
+    assert_eq!(
+        (m.rope.theta, m.rope.scaling.clone(), m.scaling_name.as_str()),
+        (10_000.0, Scaling::None, "default")
+    );
+    // transformers 5 `rope_parameters` with theta and partial_rotary_factor inside.
+    let m = ModelConfig::from_json_str(&with(
+        r#""rope_parameters": {"rope_type": "linear", "factor": 2, "rope_theta": 1e6, "partial_rotary_factor": 0.5}"#,
+    ))
+    .unwrap();
+    assert_eq!(
+        (m.rope.theta, m.rope.rotary_dim, m.rope.scaling.clone()),
+        (1e6, 64, Scaling::Linear { factor: 2.0 })
+    );
+    // Dynamic NTK, and HunYuan's alpha.
+    let m = ModelConfig::from_json_str(&with(
+        r#""max_position_embeddings": 4096, "rope_scaling": {"type": "dynamic", "factor": 2.0}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.rope.scaling, Scaling::DynamicNtk { factor: 2.0, max_position_embeddings: 4096 });
+    let m = ModelConfig::from_json_str(&with(
+        r#""rope_scaling": {"type": "dynamic", "alpha": 1000.0, "factor": 1.0}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.rope.scaling, Scaling::NtkAlpha { alpha: 1000.0 });
+    // YaRN without factor: max / original; beta 0 means the default; explicit attention factor.
+    let m = ModelConfig::from_json_str(&with(
+        r#""max_position_embeddings": 163840, "rope_scaling": {"rope_type": "yarn",
+            "original_max_position_embeddings": 4096, "beta_fast": 0, "attention_factor": 0.5}"#,
+    ))
+    .unwrap();
+    let Scaling::Yarn(y) = &m.rope.scaling else { panic!() };
+    assert_eq!((y.factor, y.beta_fast, y.attention_factor), (40.0, 32.0, Some(0.5)));
+    // Proportional (Gemma 4): rotary_dim stays head_dim.
+    let m = ModelConfig::from_json_str(&with(
+        r#""head_dim": 256, "rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.rope.rotary_dim, 256);
+    assert_eq!(m.rope.scaling, Scaling::Proportional { factor: 1.0, partial_rotary_factor: 0.25 });
+    // DeepSeek-V3 interleaves unless told otherwise.
+    let v3 = r#"{"model_type": "deepseek_v3", "num_attention_heads": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128"#;
+    assert_eq!(ModelConfig::from_json_str(&format!("{v3}}}")).unwrap().rope.layout, Layout::Interleaved);
+    let flat = format!("{v3}, \"rope_interleave\": false}}");
+    assert_eq!(ModelConfig::from_json_str(&flat).unwrap().rope.layout, Layout::HalfSplit);
+}
+
+#[test]
+fn malformed_inputs_name_the_field() {
+    assert!(matches!(parse_err("{"), ConfigError::Json { .. }));
+    assert_eq!(parse_err("[1, 2]"), ConfigError::NotAnObject);
+    assert_eq!(parse_err(r#"{"hidden_size": 64, "num_attention_heads": 4}"#), missing("model_type"));
+    assert_eq!(parse_err(r#"{"model_type": "llama", "hidden_size": 64}"#), missing("num_attention_heads"));
+    assert_eq!(parse_err(r#"{"model_type": "llama", "num_attention_heads": 4}"#), missing("hidden_size"));
+    assert_eq!(
+        parse_err(r#"{"model_type": "llama", "hidden_size": 64, "num_attention_heads": "4"}"#),
+        malformed("num_attention_heads", "an integer > 0")
+    );
+    assert_eq!(
+        parse_err(r#"{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 0}"#),
+        malformed("num_attention_heads", "an integer > 0")
+    );
+    assert_eq!(parse_err(&with(r#""head_dim": 12.5"#)), malformed("head_dim", "an integer > 0"));
+    assert_eq!(
+        parse_err(&with(r#""num_key_value_heads": 5"#)),
+        malformed("num_key_value_heads", "a divisor of num_attention_heads")
+    );
+    assert_eq!(parse_err(&with(r#""rope_theta": "big""#)), malformed("rope_theta", "a number"));
+    assert_eq!(parse_err(&with(r#""rope_scaling": 4"#)), malformed("rope_scaling", "an object or null"));
+    assert_eq!(
+        parse_err(&with(r#""rope_scaling": {"type": 8}"#)),
+        malformed("rope_scaling.type", "a string")
+    );
+    assert_eq!(
+        parse_err(&with(
+            r#""rope_parameters": {"full_attention": {"rope_type": "default"}, "sliding_attention": {"rope_type": "default"}}"#
+        )),
+        malformed("rope_parameters", "one parameter object (per-layer-type parameters are not supported)")
+    );
+    assert_eq!(
+        parse_err(&with(r#""partial_rotary_factor": 1.5"#)),
+        malformed("partial_rotary_factor", "a number in (0, 1]")
+    );
+}
+
+#[test]
+fn unsupported_rope_type_names_the_type() {
+    let e = parse_err(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}"#));
+    assert_eq!(e, ConfigError::UnsupportedRopeType { rope_type: "mrope".to_string() });
+    assert_eq!(e.to_string(), "unsupported rope scaling type `mrope`");
+    let e = parse_err(&with(r#""rope_scaling": {"rope_type": "fancy-new-rope"}"#));
+    assert_eq!(e, ConfigError::UnsupportedRopeType { rope_type: "fancy-new-rope".to_string() });
+}
+
+#[test]
+fn missing_scaling_parameters() {
+    assert_eq!(parse_err(&with(r#""rope_scaling": {"type": "linear"}"#)), missing("rope_scaling.factor"));
+    assert_eq!(
+        parse_err(&with(
+            r#""rope_scaling": {"rope_type": "llama3", "factor": 8, "high_freq_factor": 4, "original_max_position_embeddings": 8192}"#
+        )),
+        missing("rope_scaling.low_freq_factor")
+    );
+    assert_eq!(
+        parse_err(&with(r#""rope_scaling": {"type": "dynamic", "factor": 2}"#)),
+        missing("max_position_embeddings")
+    );
+    assert_eq!(
+        parse_err(&with(r#""rope_scaling": {"type": "yarn", "factor": 4}"#)),
+        missing("rope_scaling.original_max_position_embeddings")
+    );
+    assert_eq!(
+        parse_err(&with(r#""rope_scaling": {"type": "su", "short_factor": [1.0]}"#)),
+        missing("rope_scaling.long_factor")
+    );
+    assert_eq!(
+        parse_err(&with(
+            r#""rope_scaling": {"type": "longrope", "short_factor": [1, "x"], "long_factor": [1]}"#
+        )),
+        malformed("rope_scaling.short_factor", "an array of numbers")
+    );
+}
+
+#[test]
+fn invalid_values_name_the_field() {
+    assert_eq!(
+        parse_err(&with(r#""rope_scaling": {"type": "linear", "factor": 0}"#)),
+        invalid("rope_scaling.factor", RopeError::InvalidScalingParameter { name: "factor" })
+    );
+    assert_eq!(
+        parse_err(&with(
+            r#""rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1, "original_max_position_embeddings": 8192}"#
+        )),
+        invalid(
+            "rope_scaling.low_freq_factor",
+            RopeError::InvalidScalingParameter { name: "low_freq_factor" }
+        )
+    );
+    assert_eq!(
+        parse_err(&with(
+            r#""rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 0}"#
+        )),
+        invalid(
+            "rope_scaling.original_max_position_embeddings",
+            RopeError::InvalidScalingParameter { name: "original_max_position_embeddings" }
+        )
+    );
+    assert_eq!(
+        parse_err(&with(
+            r#""rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 4096, "beta_fast": 1, "beta_slow": 2}"#
+        )),
+        invalid("rope_scaling.beta_fast", RopeError::InvalidScalingParameter { name: "beta_fast" })
+    );
+    // 128 pairs expected (head_dim 256 here), 2 given.
+    assert_eq!(
+        parse_err(&with(
+            r#""head_dim": 256, "max_position_embeddings": 8192, "rope_scaling": {"type": "longrope", "short_factor": [1, 1], "long_factor": [1, 1], "original_max_position_embeddings": 4096}"#
+        )),
+        invalid("rope_scaling.short_factor", RopeError::InvalidScalingParameter { name: "short_factor" })
+    );
+    assert_eq!(parse_err(&with(r#""rope_theta": -5"#)), invalid("rope_theta", RopeError::InvalidTheta));
+    // head_dim 400 / 4 = 100; floor(100 * 0.25) = 25 is odd.
+    assert_eq!(
+        parse_err(
+            r#"{"model_type": "phi", "hidden_size": 400, "num_attention_heads": 4, "partial_rotary_factor": 0.25}"#
+        ),
+        invalid("partial_rotary_factor", RopeError::InvalidRotaryDim { rotary_dim: 25 })
+    );
+    assert_eq!(
+        parse_err(&with(r#""rotary_dim": 256"#)),
+        invalid("rotary_dim", RopeError::RotaryDimExceedsHeadDim { rotary_dim: 256, head_dim: 128 })
+    );
+    assert_eq!(
+        parse_err(&with(r#""max_position_embeddings": 0, "rope_scaling": {"type": "dynamic", "factor": 2}"#)),
+        invalid(
+            "max_position_embeddings",
+            RopeError::InvalidScalingParameter { name: "max_position_embeddings" }
+        )
+    );
+    let e = parse_err(&with(r#""rope_scaling": {"type": "linear", "factor": -1}"#));
+    assert_eq!(e.to_string(), "field `rope_scaling.factor`: invalid rope scaling parameter `factor`");
+    assert!(std::error::Error::source(&e).is_some());
+}
+
+#[test]
+fn io_error_names_the_path() {
+    let e = ModelConfig::from_path("/nonexistent/config.json").unwrap_err();
+    assert!(matches!(&e, ConfigError::Io { path, .. } if path == "/nonexistent/config.json"), "{e:?}");
+}
