@@ -214,11 +214,21 @@ impl Rope {
     /// Builds a cache of positions `0..max_positions`.
     ///
     /// # Errors
-    /// [`RopeError::PositionOverflow`] if `max_positions > 2^32`.
+    /// [`RopeError::PositionOverflow`] if `max_positions > 2^32` (positions are `u32`) or
+    /// the two `max_positions * rotary_dim / 2` tables would not fit in the address space;
+    /// checked before anything is allocated.
     #[cfg(feature = "alloc")]
     pub fn build_cache(&self, max_positions: usize) -> Result<crate::RopeCache, RopeError> {
         let pairs = self.config.pairs();
-        let n = max_positions.checked_mul(pairs).ok_or(RopeError::PositionOverflow)?;
+        // Before allocating: `fill_table` would reject more than 2^32 rows, but only after
+        // `vec!` had tried (and aborted, or panicked on capacity overflow) for them.
+        if u64::try_from(max_positions).map_or(true, |m| m > 1 << 32) {
+            return Err(RopeError::PositionOverflow);
+        }
+        let n = max_positions
+            .checked_mul(pairs)
+            .filter(|n| n.checked_mul(core::mem::size_of::<f32>()).is_some_and(|b| b <= isize::MAX as usize))
+            .ok_or(RopeError::PositionOverflow)?;
         let mut cos = alloc::vec![0.0f32; n];
         let mut sin = alloc::vec![0.0f32; n];
         self.fill_table(0, &mut cos, &mut sin)?;
