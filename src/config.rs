@@ -105,7 +105,9 @@ impl RopeConfig {
     /// [`RopeError::ZeroHeadDim`], [`RopeError::InvalidRotaryDim`],
     /// [`RopeError::RotaryDimExceedsHeadDim`], [`RopeError::RotaryDimTooLarge`],
     /// [`RopeError::InvalidTheta`], and the scaling's own errors
-    /// ([`RopeError::InvalidScalingParameter`]).
+    /// ([`RopeError::InvalidScalingParameter`]). These are checks of each field's domain;
+    /// [`Rope::new`](crate::Rope::new) also rejects (with the same variants) a subnormal theta
+    /// or factor for which some `inv_freq` overflows f64.
     pub fn validate(&self) -> Result<(), RopeError> {
         if self.head_dim == 0 {
             return Err(RopeError::ZeroHeadDim);

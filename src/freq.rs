@@ -45,6 +45,10 @@ impl Scaling {
     }
 }
 
+fn all_finite(v: &[f64]) -> bool {
+    v.iter().all(|x| x.is_finite())
+}
+
 fn positive_finite(v: f64, name: &'static str) -> Result<(), RopeError> {
     if v.is_finite() && v > 0.0 {
         Ok(())
@@ -69,7 +73,9 @@ impl Frequencies {
     /// `seq_len - 1` (`seq_len` matters only when [`Scaling::depends_on_seq_len`]).
     ///
     /// # Errors
-    /// Any error of [`RopeConfig::validate`].
+    /// Any error of [`RopeConfig::validate`]; also [`RopeError::InvalidTheta`] or
+    /// [`RopeError::InvalidScalingParameter`] (`"factor"`) when a theta or factor that
+    /// passes it is so small that an `inv_freq` overflows f64.
     pub fn new(config: &RopeConfig, seq_len: u64) -> Result<Self, RopeError> {
         config.validate()?;
         let _ = seq_len;
@@ -84,9 +90,20 @@ impl Frequencies {
         for (i, v) in f.inv_freq[..pairs].iter_mut().enumerate() {
             *v = 1.0 / libm::pow(config.theta, (2 * i) as f64 / dim);
         }
+        // A finite theta > 0 can still be so small (subnormal) that `theta^(2i/d)` underflows
+        // and its inverse overflows; an infinite frequency would make every output NaN.
+        if !all_finite(&f.inv_freq[..pairs]) {
+            return Err(RopeError::InvalidTheta);
+        }
         match config.scaling {
             Scaling::None => {}
-            Scaling::Linear { factor } => f.inv_freq[..pairs].iter_mut().for_each(|v| *v /= factor),
+            Scaling::Linear { factor } => {
+                f.inv_freq[..pairs].iter_mut().for_each(|v| *v /= factor);
+                // Likewise for a tiny factor (e.g. 1e-310).
+                if !all_finite(&f.inv_freq[..pairs]) {
+                    return Err(RopeError::InvalidScalingParameter { name: "factor" });
+                }
+            }
         }
         f.sync_f32();
         Ok(f)
