@@ -101,6 +101,18 @@ impl RopeConfig {
 
     /// Checks every field.
     ///
+    /// ```
+    /// use rope_kernels::{RopeConfig, RopeError};
+    ///
+    /// // GPT-NeoX-20B: head_dim 96, rotary_pct 0.25.
+    /// assert_eq!(RopeConfig::new(96, 10_000.0).with_rotary_dim(24).validate(), Ok(()));
+    /// assert_eq!(RopeConfig::new(96, 0.0).validate(), Err(RopeError::InvalidTheta));
+    /// assert_eq!(
+    ///     RopeConfig::new(96, 1e4).with_rotary_dim(128).validate(),
+    ///     Err(RopeError::RotaryDimExceedsHeadDim { rotary_dim: 128, head_dim: 96 })
+    /// );
+    /// ```
+    ///
     /// # Errors
     /// [`RopeError::ZeroHeadDim`], [`RopeError::InvalidRotaryDim`],
     /// [`RopeError::RotaryDimExceedsHeadDim`], [`RopeError::RotaryDimTooLarge`],

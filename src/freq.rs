@@ -72,6 +72,18 @@ impl Frequencies {
     /// Computes the frequencies of `config` for a call whose largest position is
     /// `seq_len - 1` (`seq_len` matters only when [`Scaling::depends_on_seq_len`]).
     ///
+    /// ```
+    /// use rope_kernels::{Frequencies, RopeConfig, Scaling};
+    ///
+    /// // inv_freq[i] = theta^(-2i / rotary_dim): 1 and 1/100 for theta 10000, rotary_dim 4.
+    /// let f = Frequencies::new(&RopeConfig::new(4, 10_000.0), 0)?;
+    /// assert_eq!(f.inv_freq(), &[1.0, 0.01]);
+    /// // Linear position interpolation divides every frequency by the factor.
+    /// let linear = RopeConfig::new(4, 10_000.0).with_scaling(Scaling::Linear { factor: 4.0 });
+    /// assert_eq!(Frequencies::new(&linear, 0)?.inv_freq(), &[0.25, 0.0025]);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
     /// # Errors
     /// Any error of [`RopeConfig::validate`]; also [`RopeError::InvalidTheta`] or
     /// [`RopeError::InvalidScalingParameter`] (`"factor"`) when a theta or factor that
@@ -111,6 +123,16 @@ impl Frequencies {
 
     /// Replaces the f32 table used by [`AngleMode::HfCompatible`](crate::AngleMode) with
     /// the caller's (e.g. the `inv_freq` buffer exported from transformers).
+    ///
+    /// ```
+    /// use rope_kernels::{Frequencies, RopeConfig, RopeError};
+    ///
+    /// let mut f = Frequencies::new(&RopeConfig::new(4, 10_000.0), 0)?;
+    /// f.set_inv_freq_f32(&[1.0, 0.0099999998])?;
+    /// assert_eq!(f.inv_freq_f32(), &[1.0, 0.0099999998]);
+    /// assert_eq!(f.set_inv_freq_f32(&[1.0]), Err(RopeError::TableShape));
+    /// # Ok::<(), RopeError>(())
+    /// ```
     ///
     /// # Errors
     /// [`RopeError::TableShape`] if `inv_freq_f32.len() != rotary_dim / 2`;
