@@ -479,7 +479,7 @@ fn position_overflow() -> Vec<RopeError> {
     }));
     assert_eq!(rope.fill_table(u32::MAX, &mut [0.0; PAIRS], &mut [0.0; PAIRS]), Ok(()));
     // build_cache: more than 2^32 positions; refused before allocating anything.
-    #[cfg(target_pointer_width = "64")]
+    #[cfg(all(feature = "alloc", target_pointer_width = "64"))]
     for max in [(1usize << 32) + 1, usize::MAX / PAIRS, usize::MAX] {
         assert_eq!(rope.build_cache(max).map(|_| ()), Err(RopeError::PositionOverflow), "{max}");
         errs.push(RopeError::PositionOverflow);
@@ -487,11 +487,26 @@ fn position_overflow() -> Vec<RopeError> {
     errs
 }
 
+/// cos/sin rows of positions `0..rows` in owned vectors.
+fn owned_table(rope: &Rope, rows: usize) -> (Vec<f32>, Vec<f32>) {
+    let (mut c, mut s) = (vec![0.0; rows * PAIRS], vec![0.0; rows * PAIRS]);
+    rope.fill_table(0, &mut c, &mut s).unwrap();
+    (c, s)
+}
+
 fn position_out_of_range() -> Vec<RopeError> {
     let rope = rope();
     let mut b = Bufs::<f32>::new(13);
     let mut errs = Vec::new();
-    let cache = rope.build_cache(ROWS).unwrap();
+    // A second table of ROWS rows, outside the checked buffers (a `RopeCache` with `alloc`).
+    let (cc, cs) = owned_table(&rope, ROWS);
+    #[cfg(feature = "alloc")]
+    let owned = rope.build_cache(ROWS).unwrap();
+    #[cfg(feature = "alloc")]
+    let cache = owned.table();
+    #[cfg(not(feature = "alloc"))]
+    let cache = CosSinTable::new(&cc, &cs, PAIRS).unwrap();
+    assert_eq!(cache.row(ROWS as u32 - 1).unwrap(), (&cc[(ROWS - 1) * PAIRS..], &cs[(ROWS - 1) * PAIRS..]));
     let r = ROWS as u32;
     let ids = [0, r, 1];
     let cases: [(Apply<'_>, u32); 4] = [
@@ -502,29 +517,29 @@ fn position_out_of_range() -> Vec<RopeError> {
     ];
     for (o, position) in cases {
         for entry in ENTRIES {
-            // A caller table (cos/sin in the checked buffers) and a cache.
+            // A caller table (cos/sin in the checked buffers) and the other table.
             let want = RopeError::PositionOutOfRange { position, rows: ROWS };
             errs.push(expect_err(want, &mut b, |b| {
                 call_with_table(&rope, entry, Shapes::good(), b, PAIRS, &o)
             }));
             errs.push(expect_err(want, &mut b, |b| {
-                call(&rope, entry, Shapes::good(), b, &o.with_table(cache.table()))
+                call(&rope, entry, Shapes::good(), b, &o.with_table(cache))
             }));
         }
     }
     // The last row is fine.
     let mut q = b.q.clone();
-    rope.apply(HeadsMut::new(&mut q, q_view()), &Apply::start(r - 3).with_table(cache.table())).unwrap();
+    rope.apply(HeadsMut::new(&mut q, q_view()), &Apply::start(r - 3).with_table(cache)).unwrap();
     // A table with no rows, and zero heads with tokens (the positions exist, so they are checked).
-    let empty = rope.build_cache(0).unwrap();
+    let empty = CosSinTable::new(&[], &[], PAIRS).unwrap();
     let want = RopeError::PositionOutOfRange { position: 2, rows: 0 };
     errs.push(expect_err(want, &mut b, |b| {
-        call(&rope, Entry::Apply, Shapes::good(), b, &Apply::start(0).with_table(empty.table()))
+        call(&rope, Entry::Apply, Shapes::good(), b, &Apply::start(0).with_table(empty))
     }));
     let no_heads = Shapes::good().with(Operand::Q, View::bshd(TOKENS, 0, HD), None);
     let want = RopeError::PositionOutOfRange { position: r, rows: ROWS };
     errs.push(expect_err(want, &mut b, |b| {
-        call(&rope, Entry::Apply, no_heads, b, &Apply::start(3).with_table(cache.table()))
+        call(&rope, Entry::Apply, no_heads, b, &Apply::start(3).with_table(cache))
     }));
     errs
 }
@@ -702,7 +717,7 @@ fn zero_tokens_is_a_noop() {
     fn run<T: TestElem>(seed: u64) {
         let rope = rope();
         let mut b = Bufs::<T>::new(seed);
-        let cache = rope.build_cache(0).unwrap();
+        let empty = CosSinTable::new(&[], &[], PAIRS).unwrap();
         // Strides are irrelevant when there is no row: overlapping or overflowing ones pass.
         let views = [
             View::bshd(0, QH, HD),
@@ -721,7 +736,7 @@ fn zero_tokens_is_a_noop() {
                     Apply::start(0),
                     Apply::start(u32::MAX),
                     Apply::ids(&[]),
-                    Apply::start(7).with_table(cache.table()),
+                    Apply::start(7).with_table(empty),
                     Apply::ids(&[]).inverse(),
                 ] {
                     expect_noop(&mut b, |b| call(&rope, entry, s, b, &o));

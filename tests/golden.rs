@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use rope_kernels::{Apply, HeadsMut, Layout, Rope, RopeConfig, Scaling, View};
+use rope_kernels::{Apply, CosSinTable, HeadsMut, Layout, Rope, RopeConfig, Scaling, View};
 use serde_json::Value;
 
 struct Case {
@@ -61,7 +61,7 @@ fn load(name: &str) -> Case {
     }
 }
 
-/// Runs the case on the fly and with a cache; returns the largest absolute difference from
+/// Runs the case on the fly, with a caller table and (with `alloc`) with a cache; returns the largest absolute difference from
 /// `out_exact` (and asserts both sources agree bit for bit).
 fn max_error(case: &Case, config: RopeConfig) -> f64 {
     let rope = Rope::new(config).unwrap();
@@ -74,15 +74,25 @@ fn max_error(case: &Case, config: RopeConfig) -> f64 {
     let mut y = case.x.clone();
     rope.apply(HeadsMut::new(&mut y, view), &Apply::ids(&case.positions)).unwrap();
     let rows = *case.positions.iter().max().unwrap() as usize + 1;
+    let pairs = rope.config().pairs();
+    let (mut cos, mut sin) = (vec![0.0f32; rows * pairs], vec![0.0f32; rows * pairs]);
+    rope.fill_table(0, &mut cos, &mut sin).unwrap();
+    #[cfg_attr(not(feature = "alloc"), allow(unused_mut))]
+    let mut tables = vec![CosSinTable::new(&cos, &sin, pairs).unwrap()];
+    #[cfg(feature = "alloc")]
     let cache = rope.build_cache(rows).unwrap();
-    let mut yc = case.x.clone();
-    rope.apply(HeadsMut::new(&mut yc, view), &Apply::ids(&case.positions).with_table(cache.table())).unwrap();
-    assert_eq!(
-        y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        yc.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        "{}: cache differs from on the fly",
-        case.name
-    );
+    #[cfg(feature = "alloc")]
+    tables.push(cache.table());
+    for table in tables {
+        let mut yc = case.x.clone();
+        rope.apply(HeadsMut::new(&mut yc, view), &Apply::ids(&case.positions).with_table(table)).unwrap();
+        assert_eq!(
+            y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            yc.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{}: table differs from on the fly",
+            case.name
+        );
+    }
     y.iter().zip(&case.out_exact).map(|(a, b)| (f64::from(*a) - b).abs()).fold(0.0, f64::max)
 }
 
