@@ -101,16 +101,30 @@ impl RopeConfig {
 
     /// Checks every field.
     ///
+    /// ```
+    /// use rope_kernels::{RopeConfig, RopeError};
+    ///
+    /// // GPT-NeoX-20B: head_dim 96, rotary_pct 0.25.
+    /// assert_eq!(RopeConfig::new(96, 10_000.0).with_rotary_dim(24).validate(), Ok(()));
+    /// assert_eq!(RopeConfig::new(96, 0.0).validate(), Err(RopeError::InvalidTheta));
+    /// assert_eq!(
+    ///     RopeConfig::new(96, 1e4).with_rotary_dim(128).validate(),
+    ///     Err(RopeError::RotaryDimExceedsHeadDim { rotary_dim: 128, head_dim: 96 })
+    /// );
+    /// ```
+    ///
     /// # Errors
     /// [`RopeError::ZeroHeadDim`], [`RopeError::InvalidRotaryDim`],
     /// [`RopeError::RotaryDimExceedsHeadDim`], [`RopeError::RotaryDimTooLarge`],
     /// [`RopeError::InvalidTheta`], and the scaling's own errors
-    /// ([`RopeError::InvalidScalingParameter`]).
+    /// ([`RopeError::InvalidScalingParameter`]). These are checks of each field's domain;
+    /// [`Rope::new`](crate::Rope::new) also rejects (with the same variants) a subnormal theta
+    /// or factor for which some `inv_freq` overflows f64.
     pub fn validate(&self) -> Result<(), RopeError> {
         if self.head_dim == 0 {
             return Err(RopeError::ZeroHeadDim);
         }
-        if self.rotary_dim == 0 || self.rotary_dim % 2 != 0 {
+        if self.rotary_dim == 0 || !self.rotary_dim.is_multiple_of(2) {
             return Err(RopeError::InvalidRotaryDim { rotary_dim: self.rotary_dim });
         }
         if self.rotary_dim > self.head_dim {

@@ -26,11 +26,24 @@ pub struct CosSinTable<'a> {
 impl<'a> CosSinTable<'a> {
     /// Wraps two slices of `rows * pairs` values.
     ///
+    /// ```
+    /// use rope_kernels::CosSinTable;
+    ///
+    /// // 2 positions of rotary_dim 4 (2 pairs), written by the caller.
+    /// let cos = [1.0, 1.0, 0.5403023, 0.99995];
+    /// let sin = [0.0, 0.0, 0.84147096, 0.0099998335];
+    /// let table = CosSinTable::new(&cos, &sin, 2)?;
+    /// assert_eq!(table.rows(), 2);
+    /// assert_eq!(table.row(1)?, (&cos[2..], &sin[2..]));
+    /// assert!(table.row(2).is_err());
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
     /// # Errors
     /// [`RopeError::TableShape`] if `pairs` is 0, the lengths differ, or are not a multiple
     /// of `pairs`.
     pub fn new(cos: &'a [f32], sin: &'a [f32], pairs: usize) -> Result<Self, RopeError> {
-        if pairs == 0 || cos.len() != sin.len() || cos.len() % pairs != 0 {
+        if pairs == 0 || cos.len() != sin.len() || !cos.len().is_multiple_of(pairs) {
             return Err(RopeError::TableShape);
         }
         Ok(CosSinTable { cos, sin, pairs })
@@ -125,6 +138,16 @@ impl RopeCache {
     }
 
     /// The cache as a borrowed table, to pass as [`CosSin::Table`](crate::CosSin::Table).
+    ///
+    /// ```
+    /// use rope_kernels::{Rope, RopeConfig};
+    ///
+    /// let rope = Rope::new(RopeConfig::new(8, 10_000.0))?;
+    /// let cache = rope.build_cache(16)?;
+    /// let (cos, sin) = cache.table().row(0)?;
+    /// assert_eq!((cos, sin), (&[1.0f32; 4][..], &[0.0f32; 4][..]));
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
     pub fn table(&self) -> CosSinTable<'_> {
         CosSinTable { cos: &self.cos, sin: &self.sin, pairs: self.pairs }
     }

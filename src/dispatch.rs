@@ -180,6 +180,20 @@ pub fn active_tier() -> Tier {
 
 /// Makes the dispatcher use `tier`.
 ///
+/// ```
+/// use rope_kernels::dispatch::{self, ALL_TIERS};
+/// use rope_kernels::{RopeError, Tier};
+///
+/// dispatch::force_tier(Tier::Scalar)?;
+/// assert_eq!(dispatch::active_tier(), Tier::Scalar);
+/// // NEON and AVX2 never coexist, so one tier is always missing.
+/// let missing = ALL_TIERS.into_iter().find(|t| !t.is_available()).unwrap();
+/// assert_eq!(dispatch::force_tier(missing), Err(RopeError::TierUnavailable));
+/// assert_eq!(dispatch::active_tier(), Tier::Scalar);
+/// dispatch::reset_tier();
+/// # Ok::<(), RopeError>(())
+/// ```
+///
 /// # Errors
 /// [`RopeError::TierUnavailable`] if this build or CPU lacks it (nothing changes then).
 pub fn force_tier(tier: Tier) -> Result<(), RopeError> {
@@ -192,6 +206,16 @@ pub fn force_tier(tier: Tier) -> Result<(), RopeError> {
 
 /// Makes the dispatcher use the best available tier no faster than `cap`.
 /// Returns the tier chosen (`Scalar` is always available).
+///
+/// ```
+/// use rope_kernels::dispatch;
+/// use rope_kernels::Tier;
+///
+/// assert_eq!(dispatch::set_max_tier(Tier::Scalar), Tier::Scalar);
+/// assert_eq!(dispatch::active_tier(), Tier::Scalar);
+/// let best = dispatch::reset_tier();
+/// assert_eq!(Some(best), dispatch::available_tiers().last());
+/// ```
 pub fn set_max_tier(cap: Tier) -> Tier {
     let t = best_tier(Some(cap));
     ACTIVE.store(t as u8, Ordering::Relaxed);

@@ -45,7 +45,8 @@ pub enum RopeError {
         /// The largest supported value.
         max: usize,
     },
-    /// `theta` (the RoPE base) is not finite or not > 0.
+    /// `theta` (the RoPE base) is not finite or not > 0, or so small that an `inv_freq`
+    /// overflows f64.
     InvalidTheta,
     /// A scaling parameter is out of its domain (not finite, ≤ 0, or inconsistent with
     /// another parameter). `name` is the parameter's Hugging Face name.

@@ -506,11 +506,25 @@ impl Frequencies {
     /// `seq_len - 1` (`seq_len` matters only when [`Scaling::depends_on_seq_len`]; 0 means
     /// "no call yet": original frequencies for dynamic NTK, short factors for LongRoPE).
     ///
+    /// ```
+    /// use rope_kernels::{Frequencies, RopeConfig, Scaling};
+    ///
+    /// // inv_freq[i] = theta^(-2i / rotary_dim): 1 and 1/100 for theta 10000, rotary_dim 4.
+    /// let f = Frequencies::new(&RopeConfig::new(4, 10_000.0), 0)?;
+    /// assert_eq!(f.inv_freq(), &[1.0, 0.01]);
+    /// // Linear position interpolation divides every frequency by the factor.
+    /// let linear = RopeConfig::new(4, 10_000.0).with_scaling(Scaling::Linear { factor: 4.0 });
+    /// assert_eq!(Frequencies::new(&linear, 0)?.inv_freq(), &[0.25, 0.0025]);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
     /// # Errors
     /// Any error of [`RopeConfig::validate`]; [`RopeError::InvalidScalingParameter`]
     /// (`"rope_theta"`) for YaRN with `theta == 1` (its correction range divides by
-    /// `ln theta`), and (naming the method's main parameter) if individually valid
-    /// parameters still over- or underflow to a non-finite frequency.
+    /// `ln theta`); [`RopeError::InvalidTheta`] when a theta that passes validation is so
+    /// small that an unscaled `inv_freq` overflows f64; and
+    /// [`RopeError::InvalidScalingParameter`] (naming the method's main parameter) if
+    /// individually valid parameters still over- or underflow to a non-finite frequency.
     pub fn new(config: &RopeConfig, seq_len: u64) -> Result<Self, RopeError> {
         config.validate()?;
         let pairs = config.pairs();
@@ -611,6 +625,13 @@ impl Frequencies {
             }
         }
         if f.inv_freq().iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+            // A finite theta > 0 can be so small (subnormal) that `theta^(2i/d)` underflows
+            // and its inverse overflows; otherwise the scaling parameters are to blame
+            // (e.g. a linear factor of 1e-310). An infinite frequency would make every
+            // output NaN.
+            if !unscaled(theta, pairs - 1).is_finite() {
+                return Err(RopeError::InvalidTheta);
+            }
             return Err(RopeError::InvalidScalingParameter { name: config.scaling.primary_parameter() });
         }
         f.sync_f32();
@@ -632,6 +653,16 @@ impl Frequencies {
     /// the caller's (e.g. the `inv_freq` buffer exported from transformers). The table is
     /// used verbatim from then on, also where the f64 frequencies are recomputed per call
     /// (dynamic NTK, LongRoPE); the attention factor stays the computed one.
+    ///
+    /// ```
+    /// use rope_kernels::{Frequencies, RopeConfig, RopeError};
+    ///
+    /// let mut f = Frequencies::new(&RopeConfig::new(4, 10_000.0), 0)?;
+    /// f.set_inv_freq_f32(&[1.0, 0.0099999998])?;
+    /// assert_eq!(f.inv_freq_f32(), &[1.0, 0.0099999998]);
+    /// assert_eq!(f.set_inv_freq_f32(&[1.0]), Err(RopeError::InvFreqLength { expected: 2, len: 1 }));
+    /// # Ok::<(), RopeError>(())
+    /// ```
     ///
     /// # Errors
     /// [`RopeError::InvFreqLength`] if `inv_freq_f32.len() != rotary_dim / 2`;

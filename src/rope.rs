@@ -147,14 +147,35 @@ pub struct Rope {
 impl Rope {
     /// Validates `config` and computes its frequencies.
     ///
+    /// ```
+    /// use rope_kernels::{Layout, Rope, RopeConfig, RopeError};
+    ///
+    /// // GPT-J-6B: head_dim 256, rotary_dim 64, interleaved pairs.
+    /// let gptj = RopeConfig::new(256, 10_000.0).with_rotary_dim(64).with_layout(Layout::Interleaved);
+    /// let rope = Rope::new(gptj)?;
+    /// assert_eq!(rope.frequencies().inv_freq().len(), 32);
+    /// // An odd rotary_dim cannot be split into pairs.
+    /// let bad = RopeConfig::new(128, 10_000.0).with_rotary_dim(63);
+    /// assert_eq!(Rope::new(bad).err(), Some(RopeError::InvalidRotaryDim { rotary_dim: 63 }));
+    /// # Ok::<(), RopeError>(())
+    /// ```
+    ///
     /// # Errors
-    /// Any error of [`RopeConfig::validate`].
+    /// Any error of [`RopeConfig::validate`], and those of [`Frequencies::new`].
     pub fn new(config: RopeConfig) -> Result<Self, RopeError> {
         let freqs = Frequencies::new(&config, 0)?;
         Ok(Rope { config, freqs, tier: None })
     }
 
     /// Pins this object to `tier` instead of the process-wide dispatcher.
+    ///
+    /// ```
+    /// use rope_kernels::{Rope, RopeConfig, Tier};
+    ///
+    /// let oracle = Rope::new(RopeConfig::new(64, 10_000.0))?.with_tier(Tier::Scalar)?;
+    /// assert_eq!(oracle.tier(), Tier::Scalar);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
     ///
     /// # Errors
     /// [`RopeError::TierUnavailable`] if this build or CPU lacks the tier.
@@ -224,12 +245,30 @@ impl Rope {
     /// the whole table uses the frequencies of a call of length `start + rows`
     /// ([`Rope::frequencies_at`]); a shorter on-the-fly call may use other ones.
     ///
+    /// ```
+    /// use rope_kernels::{Apply, CosSinTable, HeadsMut, Rope, RopeConfig, View};
+    ///
+    /// let rope = Rope::new(RopeConfig::new(8, 10_000.0))?;
+    /// // The rows of one decode step of 2 tokens at positions 40 and 41, filled by the
+    /// // caller (no allocation); the call then uses rows 0 and 1.
+    /// let (mut cos, mut sin) = ([0.0f32; 2 * 4], [0.0f32; 2 * 4]);
+    /// rope.fill_table(40, &mut cos, &mut sin)?;
+    /// let table = CosSinTable::new(&cos, &sin, 4)?;
+    ///
+    /// let mut a = [0.25f32; 2 * 3 * 8];
+    /// let mut b = a;
+    /// rope.apply(HeadsMut::new(&mut a, View::bshd(2, 3, 8)), &Apply::start(0).with_table(table))?;
+    /// rope.apply(HeadsMut::new(&mut b, View::bshd(2, 3, 8)), &Apply::start(40))?;
+    /// assert_eq!(a, b);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
     /// # Errors
     /// [`RopeError::TableShape`] for mismatched lengths, [`RopeError::PositionOverflow`]
     /// if `start + rows - 1` exceeds `u32::MAX`, and those of [`Rope::frequencies_at`].
     pub fn fill_table(&self, start: u32, cos: &mut [f32], sin: &mut [f32]) -> Result<(), RopeError> {
         let pairs = self.config.pairs();
-        if cos.len() != sin.len() || cos.len() % pairs != 0 {
+        if cos.len() != sin.len() || !cos.len().is_multiple_of(pairs) {
             return Err(RopeError::TableShape);
         }
         let rows = cos.len() / pairs;
@@ -245,12 +284,37 @@ impl Rope {
 
     /// Builds a cache of positions `0..max_positions`.
     ///
+    /// ```
+    /// use rope_kernels::{Apply, HeadsMut, Rope, RopeConfig, RopeError, View};
+    ///
+    /// let rope = Rope::new(RopeConfig::new(64, 10_000.0))?;
+    /// let cache = rope.build_cache(4096)?;
+    /// let mut q = vec![1.0f32; 3 * 64];
+    /// let positions = [0, 17, 4095];
+    /// let opts = Apply::ids(&positions).with_table(cache.table());
+    /// rope.apply(HeadsMut::new(&mut q, View::bshd(3, 1, 64)), &opts)?;
+    /// // Position 4096 is not in the cache.
+    /// let err = rope.apply(HeadsMut::new(&mut q, View::bshd(1, 1, 64)), &Apply::start(4096).with_table(cache.table()));
+    /// assert_eq!(err, Err(RopeError::PositionOutOfRange { position: 4096, rows: 4096 }));
+    /// # Ok::<(), RopeError>(())
+    /// ```
+    ///
     /// # Errors
-    /// [`RopeError::PositionOverflow`] if `max_positions > 2^32`.
+    /// [`RopeError::PositionOverflow`] if `max_positions > 2^32` (positions are `u32`) or
+    /// the two `max_positions * rotary_dim / 2` tables would not fit in the address space;
+    /// checked before anything is allocated.
     #[cfg(feature = "alloc")]
     pub fn build_cache(&self, max_positions: usize) -> Result<crate::RopeCache, RopeError> {
         let pairs = self.config.pairs();
-        let n = max_positions.checked_mul(pairs).ok_or(RopeError::PositionOverflow)?;
+        // Before allocating: `fill_table` would reject more than 2^32 rows, but only after
+        // `vec!` had tried (and aborted, or panicked on capacity overflow) for them.
+        if u64::try_from(max_positions).map_or(true, |m| m > 1 << 32) {
+            return Err(RopeError::PositionOverflow);
+        }
+        let n = max_positions
+            .checked_mul(pairs)
+            .filter(|n| n.checked_mul(core::mem::size_of::<f32>()).is_some_and(|b| b <= isize::MAX as usize))
+            .ok_or(RopeError::PositionOverflow)?;
         let mut cos = alloc::vec![0.0f32; n];
         let mut sin = alloc::vec![0.0f32; n];
         self.fill_table(0, &mut cos, &mut sin)?;
@@ -259,6 +323,23 @@ impl Rope {
 
     /// Rotates one tensor in place.
     ///
+    /// ```
+    /// use rope_kernels::{f16, Apply, HeadsMut, Rope, RopeConfig, View};
+    ///
+    /// let rope = Rope::new(RopeConfig::new(4, 10_000.0))?;
+    /// // One token, one head: pairs (x0, x2) and (x1, x3) (HalfSplit). At position 0 the
+    /// // rotation is the identity; the inverse at the same positions undoes the forward.
+    /// let x = [1.0f32, 2.0, 3.0, 4.0].map(f16::from_f32);
+    /// let mut y = x;
+    /// rope.apply(HeadsMut::new(&mut y, View::bshd(1, 1, 4)), &Apply::start(0))?;
+    /// assert_eq!(y, x);
+    /// rope.apply(HeadsMut::new(&mut y, View::bshd(1, 1, 4)), &Apply::start(7))?;
+    /// assert_ne!(y, x);
+    /// rope.apply(HeadsMut::new(&mut y, View::bshd(1, 1, 4)), &Apply::start(7).inverse())?;
+    /// assert!(y.iter().zip(&x).all(|(a, b)| (a.to_f32() - b.to_f32()).abs() < 1e-2));
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
     /// # Errors
     /// See [`Rope::apply_qk_into`].
     pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &Apply<'_>) -> Result<(), RopeError> {
@@ -266,6 +347,24 @@ impl Rope {
     }
 
     /// Rotates q and (optionally) k in place at the same positions.
+    ///
+    /// ```
+    /// use rope_kernels::{Apply, HeadsMut, Rope, RopeConfig, View};
+    ///
+    /// // Llama-3-8B shapes (GQA): 32 q heads, 8 kv heads, head_dim 128; a prefill of
+    /// // 5 tokens. q is BSHD, k is BHSD (already transposed).
+    /// let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
+    /// let mut q = vec![0.5f32; 5 * 32 * 128];
+    /// let mut k = vec![0.5f32; 8 * 5 * 128];
+    /// rope.apply_qk(
+    ///     HeadsMut::new(&mut q, View::bshd(5, 32, 128)),
+    ///     Some(HeadsMut::new(&mut k, View::bhsd(5, 8, 128))),
+    ///     &Apply::start(0),
+    /// )?;
+    /// // Token 3 of head 0 in BSHD q and BHSD k went through the same rotation.
+    /// assert_eq!(q[3 * 32 * 128..3 * 32 * 128 + 128], k[3 * 128..4 * 128]);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
     ///
     /// # Errors
     /// See [`Rope::apply_qk_into`].
@@ -292,6 +391,20 @@ impl Rope {
 
     /// Rotates one tensor out of place (`out` may have its own strides; same shape).
     ///
+    /// ```
+    /// use rope_kernels::{Apply, Heads, HeadsMut, Rope, RopeConfig, View};
+    ///
+    /// // Phi-2: head_dim 80, rotary_dim 32. Read BSHD, write BHSD.
+    /// let rope = Rope::new(RopeConfig::new(80, 10_000.0).with_rotary_dim(32))?;
+    /// let x: Vec<f32> = (0..4 * 2 * 80).map(|i| i as f32 / 640.0).collect();
+    /// let mut out = vec![0.0f32; x.len()];
+    /// let (src, dst) = (View::bshd(4, 2, 80), View::bhsd(4, 2, 80));
+    /// rope.apply_into(Heads::new(&x, src), HeadsMut::new(&mut out, dst), &Apply::start(10))?;
+    /// // Dims 32..80 of token 1, head 1 are copied unchanged.
+    /// assert_eq!(out[(4 + 1) * 80 + 32..(4 + 2) * 80], x[(2 + 1) * 80 + 32..(2 + 2) * 80]);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
     /// # Errors
     /// See [`Rope::apply_qk_into`].
     pub fn apply_into<T: Element>(
@@ -306,6 +419,29 @@ impl Rope {
     /// Rotates q and (optionally) k out of place at the same positions. Outputs may have
     /// their own strides but the shapes of their inputs; pass-through dimensions are copied.
     ///
+    /// ```
+    /// use rope_kernels::{Apply, Heads, HeadsMut, Rope, RopeConfig, View};
+    ///
+    /// // A fused QKV projection output [tokens][q_heads + 2 * kv_heads][head_dim]: q and k
+    /// // are strided views of one buffer, read in place and written to separate tensors.
+    /// let (tokens, q_heads, kv_heads, hd) = (3, 4, 2, 64);
+    /// let width = (q_heads + 2 * kv_heads) * hd;
+    /// let qkv = vec![0.5f32; tokens * width];
+    /// let q_view = View { tokens, heads: q_heads, token_stride: width, head_stride: hd };
+    /// let k_view = View { tokens, heads: kv_heads, token_stride: width, head_stride: hd };
+    /// let mut q = vec![0.0f32; tokens * q_heads * hd];
+    /// let mut k = vec![0.0f32; tokens * kv_heads * hd];
+    /// let rope = Rope::new(RopeConfig::new(hd, 10_000.0))?;
+    /// rope.apply_qk_into(
+    ///     Heads::new(&qkv, q_view),
+    ///     HeadsMut::new(&mut q, View::bshd(tokens, q_heads, hd)),
+    ///     Some((Heads::new(&qkv[q_heads * hd..], k_view), HeadsMut::new(&mut k, View::bshd(tokens, kv_heads, hd)))),
+    ///     &Apply::ids(&[100, 101, 102]),
+    /// )?;
+    /// assert_eq!(q[..hd], k[..hd]);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
     /// # Errors
     /// Nothing is written when any of these is returned:
     /// - [`RopeError::OverlappingStrides`], [`RopeError::StrideOverflow`],
@@ -316,6 +452,18 @@ impl Rope {
     ///   positions that do not match the tokens;
     /// - [`RopeError::TableShape`], [`RopeError::PositionOutOfRange`] for a cos/sin table
     ///   of the wrong width or too few rows.
+    ///
+    /// When several apply, the first in this order is returned (the same for every entry
+    /// point, skipping the operands it does not take): the q view, the q output view, q
+    /// against its output, the k view, the k output view, k against its output, k's token
+    /// count against q's; then `position_ids` count or `start` overflow; then the table
+    /// width; then the largest position against the table rows.
+    ///
+    /// Zero tokens or zero heads make an `Ok` no-op, but errors in the arguments themselves
+    /// are still reported: a view that does not fit its buffer, mismatched shapes, a
+    /// `position_ids` count other than the token count, a table of the wrong width. Positions
+    /// are checked for overflow and against the table only when there are tokens (with zero
+    /// heads they still exist and are checked).
     pub fn apply_qk_into<T: Element>(
         &self,
         q: Heads<'_, T>,

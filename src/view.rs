@@ -14,6 +14,18 @@ use crate::error::{Operand, RopeError};
 /// dimensions with more than one entry by stride, the inner stride is ≥ `head_dim` and the
 /// outer stride is ≥ the inner dimension's whole extent. Views that interleave rows in
 /// other ways are rejected with [`RopeError::OverlappingStrides`].
+///
+/// ```
+/// use rope_kernels::View;
+///
+/// // 3 tokens, 2 heads, head_dim 4, as HF lays out q before and after `transpose(1, 2)`.
+/// let bshd = View::bshd(3, 2, 4);
+/// assert_eq!((bshd.token_stride, bshd.head_stride), (8, 4));
+/// let bhsd = View::bhsd(3, 2, 4);
+/// assert_eq!((bhsd.token_stride, bhsd.head_stride), (4, 12));
+/// // Element (t, h, d) = (2, 1, 3):
+/// assert_eq!(2 * bhsd.token_stride + bhsd.head_stride + 3, 23);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct View {
     /// Number of tokens (sequence positions).
@@ -45,6 +57,19 @@ impl View {
     /// Checks the view against `head_dim` and a buffer of `len` elements; returns the
     /// number of elements the view spans (0 for an empty view).
     ///
+    /// ```
+    /// use rope_kernels::{Operand, RopeError, View};
+    ///
+    /// let hd = 64;
+    /// assert_eq!(View::bshd(3, 2, hd).validate(hd, 3 * 2 * hd, Operand::Q), Ok(384));
+    /// // A head stride below head_dim makes heads share elements.
+    /// let overlapping = View { tokens: 3, heads: 2, token_stride: 128, head_stride: 32 };
+    /// assert_eq!(
+    ///     overlapping.validate(hd, 1024, Operand::K),
+    ///     Err(RopeError::OverlappingStrides { operand: Operand::K })
+    /// );
+    /// ```
+    ///
     /// # Errors
     /// [`RopeError::OverlappingStrides`], [`RopeError::StrideOverflow`],
     /// [`RopeError::BufferTooShort`], each naming `operand`.
@@ -69,7 +94,7 @@ impl View {
                     return Err(RopeError::OverlappingStrides { operand });
                 }
                 // Cannot overflow: bounded by `needed`.
-                inner_extent = (count - 1) * stride + inner_extent;
+                inner_extent += (count - 1) * stride;
             }
         }
 
