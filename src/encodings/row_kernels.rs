@@ -64,13 +64,29 @@ pub(crate) unsafe fn alibi_row_scalar(
     first_distance: i64,
     symmetric: bool,
 ) {
-    for j in 0..n {
-        let d = (first_distance + j as i64) as f32;
-        let bias = if symmetric { -(slope * d.abs()) } else { slope * d };
-        // SAFETY: j < n, and the caller guarantees the row holds n elements.
-        unsafe {
-            *row.add(j) = f32::from_f32(*row.add(j) + bias);
-        }
+    // SAFETY: the caller guarantees `row .. row + n` is valid for reads and writes, and
+    // nothing else refers to it during the call.
+    let row = unsafe { core::slice::from_raw_parts_mut(row, n) };
+    // A distance converts to the same f32 from i32 as from i64 (both round the exact
+    // integer to nearest, ties to even); the i32 conversion vectorizes, so rows whose
+    // distances all fit in i32 (every realistic one) take it.
+    let fits_i32 = first_distance >= i64::from(i32::MIN)
+        && first_distance.saturating_add(n as i64) <= i64::from(i32::MAX);
+    match (fits_i32, symmetric) {
+        (true, false) => alibi_loop::<false>(row, slope, |j| (first_distance as i32 + j as i32) as f32),
+        (true, true) => alibi_loop::<true>(row, slope, |j| (first_distance as i32 + j as i32) as f32),
+        (false, false) => alibi_loop::<false>(row, slope, |j| (first_distance + j as i64) as f32),
+        (false, true) => alibi_loop::<true>(row, slope, |j| (first_distance + j as i64) as f32),
+    }
+}
+
+/// `row[j] = from_f32(row[j] + bias(distance(j)))`, the bias of the form `SYMMETRIC`.
+#[inline(always)]
+fn alibi_loop<const SYMMETRIC: bool>(row: &mut [f32], slope: f32, distance: impl Fn(usize) -> f32) {
+    for (j, s) in row.iter_mut().enumerate() {
+        let d = distance(j);
+        let bias = if SYMMETRIC { -(slope * d.abs()) } else { slope * d };
+        *s = f32::from_f32(*s + bias);
     }
 }
 
@@ -145,5 +161,24 @@ mod tests {
         let mut s = [10.0f32; 5];
         alibi_row(alibi_row_fn(), &mut s, 0.5, -2, true);
         assert_eq!(s, [9.0, 9.5, 10.0, 9.5, 9.0]);
+    }
+
+    #[test]
+    fn alibi_row_i32_and_i64_paths_agree_with_the_definition() {
+        // Rows inside i32, crossing i32::MAX, crossing i32::MIN, and beyond 2^32 (where
+        // the distance itself rounds in f32).
+        let slope = 0.3f32;
+        for first in [-70_000i64, i64::from(i32::MAX) - 3, i64::from(i32::MIN) - 3, -(1i64 << 33) - 7] {
+            for symmetric in [false, true] {
+                let mut row: [f32; 9] = core::array::from_fn(|j| j as f32 * 0.25 - 1.0);
+                let before = row;
+                alibi_row(alibi_row_fn(), &mut row, slope, first, symmetric);
+                for j in 0..9 {
+                    let d = (first + j as i64) as f32;
+                    let bias = if symmetric { -(slope * d.abs()) } else { slope * d };
+                    assert_eq!(row[j].to_bits(), (before[j] + bias).to_bits(), "{first} {symmetric} {j}");
+                }
+            }
+        }
     }
 }
