@@ -110,6 +110,59 @@ pub enum RopeError {
         /// Length of the caller's table.
         len: usize,
     },
+
+    // ---- Positional encodings other than RoPE (`crate::encodings`) ----
+    /// A parameter of a positional encoding is out of its domain.
+    InvalidEncodingParameter {
+        /// The parameter, e.g. `"dim"`, `"base"`, `"num_buckets"`, `"slopes"`.
+        name: &'static str,
+        /// The rule it breaks, e.g. `"must be > 0"`.
+        requirement: &'static str,
+    },
+    /// A buffer of an encoding call is shorter than its shape needs.
+    EncodingBufferTooShort {
+        /// The buffer, e.g. `"embeddings"`, `"table"`, `"scores"`, `"out"`.
+        buffer: &'static str,
+        /// Elements the shape needs.
+        needed: usize,
+        /// Elements the buffer has.
+        len: usize,
+    },
+    /// `row_stride` is smaller than the row length while there is more than one row, so
+    /// rows would share elements.
+    RowStrideTooSmall {
+        /// The buffer.
+        buffer: &'static str,
+        /// The rejected stride, in elements.
+        row_stride: usize,
+        /// Elements per row.
+        row_len: usize,
+    },
+    /// The extent of a buffer's shape does not fit in `usize`.
+    EncodingSizeOverflow {
+        /// The buffer.
+        buffer: &'static str,
+    },
+    /// A table whose length is not a whole number of rows.
+    RaggedTable {
+        /// Elements in the table.
+        len: usize,
+        /// Elements per row.
+        row_len: usize,
+    },
+    /// A learned absolute position embedding was asked for a position at or past the end
+    /// of its table: the model cannot extrapolate beyond the length it was trained on.
+    BeyondTrainedLength {
+        /// The offending position (the largest one of the call).
+        position: u32,
+        /// The trained length (rows of the table; valid positions are `0..max_positions`).
+        max_positions: usize,
+    },
+    /// A relative position index of the call does not fit in `i32`.
+    RelativeIndexOverflow {
+        /// The relative position whose index overflows.
+        relative_position: i64,
+    },
 }
 
 impl fmt::Display for RopeError {
@@ -154,6 +207,29 @@ impl fmt::Display for RopeError {
             RopeError::TierUnavailable => f.write_str("tier not available on this CPU"),
             RopeError::InvFreqLength { expected, len } => {
                 write!(f, "inv_freq table has {len} entries, expected rotary_dim / 2 = {expected}")
+            }
+
+            // ---- Positional encodings other than RoPE ----
+            RopeError::InvalidEncodingParameter { name, requirement } => {
+                write!(f, "invalid positional encoding parameter `{name}`: {requirement}")
+            }
+            RopeError::EncodingBufferTooShort { buffer, needed, len } => {
+                write!(f, "{buffer}: buffer has {len} elements, shape needs {needed}")
+            }
+            RopeError::RowStrideTooSmall { buffer, row_stride, row_len } => {
+                write!(f, "{buffer}: row_stride {row_stride} is smaller than the row length {row_len}")
+            }
+            RopeError::EncodingSizeOverflow { buffer } => write!(f, "{buffer}: shape extent overflows usize"),
+            RopeError::RaggedTable { len, row_len } => {
+                write!(f, "table of {len} elements is not a whole number of rows of {row_len}")
+            }
+            RopeError::BeyondTrainedLength { position, max_positions } => write!(
+                f,
+                "position {position} is beyond the trained length of {max_positions} positions: \
+                 a learned absolute position embedding cannot extrapolate beyond the length it was trained on"
+            ),
+            RopeError::RelativeIndexOverflow { relative_position } => {
+                write!(f, "the index of relative position {relative_position} does not fit in i32")
             }
         }
     }

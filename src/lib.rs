@@ -28,6 +28,7 @@ mod config;
 mod cossin;
 pub mod dispatch;
 mod element;
+pub mod encodings;
 mod error;
 mod freq;
 #[cfg(feature = "hf-config")]

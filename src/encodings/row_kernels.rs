@@ -1,0 +1,184 @@
+//! The element-wise inner loops of the encoding kernels, as plain function pointers so
+//! that SIMD tiers can be plugged in later through the [`Kernels`](crate::kernels) table.
+//!
+//! Every tier must be bit-identical to the scalar versions here, which define the exact
+//! operations (no fused multiply-add):
+//!
+//! ```text
+//! add row:    x[i] = T::from_f32(x[i].to_f32() + pe[i].to_f32())
+//! ALiBi row:  d = f32(first_distance + j)      (exact integer, rounded once to f32)
+//!             b = slope * d                    Causal
+//!             b = -(slope * |d|)               Symmetric
+//!             row[j] = f32::from_f32(row[j] + b)
+//! ```
+//!
+//! `from_f32` rounds to nearest, ties to even, and stores a NaN result as the canonical NaN
+//! of the type ([`Element`]).
+
+use crate::element::Element;
+
+/// Adds an encoding row to a row of elements in place:
+/// `x[i] = T::from_f32(x[i].to_f32() + pe[i].to_f32())` for `i < n`.
+///
+/// `P` is `f32` (a generated or f32 table row) or `T` itself (a learned table stored in the
+/// embeddings' type). Instances the tiers will provide: `(f32, f32)`, `(f16, f32)`,
+/// `(bf16, f32)`, `(f16, f16)`, `(bf16, bf16)`.
+///
+/// # Safety
+/// `x .. x + n` must be valid for reads and writes, `pe .. pe + n` valid for reads, and the
+/// two ranges must not overlap.
+pub(crate) type AddRowFn<T, P> = unsafe fn(x: *mut T, pe: *const P, n: usize);
+
+/// Adds the ALiBi bias of one query row to `n` scores in place (see the module docs for
+/// the exact operations): score `j` gets the bias of the key at relative distance
+/// `first_distance + j` (`key_position - query_position`).
+///
+/// # Safety
+/// `row .. row + n` must be valid for reads and writes; `first_distance + n` must not
+/// overflow `i64`.
+pub(crate) type AlibiRowFn =
+    unsafe fn(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool);
+
+/// The scalar add-row kernel: the oracle of [`AddRowFn`].
+///
+/// # Safety
+/// The contract of [`AddRowFn`].
+pub(crate) unsafe fn add_row_scalar<T: Element, P: Element>(x: *mut T, pe: *const P, n: usize) {
+    for i in 0..n {
+        // SAFETY: i < n, and the caller guarantees both ranges hold n elements.
+        unsafe {
+            let v = (*x.add(i)).to_f32() + (*pe.add(i)).to_f32();
+            *x.add(i) = T::from_f32(v);
+        }
+    }
+}
+
+/// The scalar ALiBi row kernel: the oracle of [`AlibiRowFn`].
+///
+/// # Safety
+/// The contract of [`AlibiRowFn`].
+pub(crate) unsafe fn alibi_row_scalar(
+    row: *mut f32,
+    n: usize,
+    slope: f32,
+    first_distance: i64,
+    symmetric: bool,
+) {
+    // SAFETY: the caller guarantees `row .. row + n` is valid for reads and writes, and
+    // nothing else refers to it during the call.
+    let row = unsafe { core::slice::from_raw_parts_mut(row, n) };
+    // A distance converts to the same f32 from i32 as from i64 (both round the exact
+    // integer to nearest, ties to even); the i32 conversion vectorizes, so rows whose
+    // distances all fit in i32 (every realistic one) take it.
+    let fits_i32 = first_distance >= i64::from(i32::MIN)
+        && first_distance.saturating_add(n as i64) <= i64::from(i32::MAX);
+    match (fits_i32, symmetric) {
+        (true, false) => alibi_loop::<false>(row, slope, |j| (first_distance as i32 + j as i32) as f32),
+        (true, true) => alibi_loop::<true>(row, slope, |j| (first_distance as i32 + j as i32) as f32),
+        (false, false) => alibi_loop::<false>(row, slope, |j| (first_distance + j as i64) as f32),
+        (false, true) => alibi_loop::<true>(row, slope, |j| (first_distance + j as i64) as f32),
+    }
+}
+
+/// `row[j] = from_f32(row[j] + bias(distance(j)))`, the bias of the form `SYMMETRIC`.
+#[inline(always)]
+fn alibi_loop<const SYMMETRIC: bool>(row: &mut [f32], slope: f32, distance: impl Fn(usize) -> f32) {
+    for (j, s) in row.iter_mut().enumerate() {
+        let d = distance(j);
+        let bias = if SYMMETRIC { -(slope * d.abs()) } else { slope * d };
+        *s = f32::from_f32(*s + bias);
+    }
+}
+
+/// The add-row kernel of the active tier. Only the scalar kernel exists so far; this is
+/// the one place to route through the dispatcher when tiers provide their own.
+#[inline]
+pub(crate) fn add_row_fn<T: Element, P: Element>() -> AddRowFn<T, P> {
+    add_row_scalar::<T, P>
+}
+
+/// The ALiBi row kernel of the active tier (scalar so far; see [`add_row_fn`]).
+#[inline]
+pub(crate) fn alibi_row_fn() -> AlibiRowFn {
+    alibi_row_scalar
+}
+
+/// Safe front of an [`AddRowFn`]: adds `pe` to `x` element-wise (`x.len() == pe.len()`).
+#[inline(always)]
+pub(crate) fn add_row<T: Element, P: Element>(f: AddRowFn<T, P>, x: &mut [T], pe: &[P]) {
+    debug_assert_eq!(x.len(), pe.len());
+    let n = x.len().min(pe.len());
+    // SAFETY: both slices hold at least n elements, and a `&mut` and a `&` slice cannot
+    // overlap.
+    unsafe { f(x.as_mut_ptr(), pe.as_ptr(), n) }
+}
+
+/// Safe front of an [`AlibiRowFn`].
+#[inline(always)]
+pub(crate) fn alibi_row(f: AlibiRowFn, row: &mut [f32], slope: f32, first_distance: i64, symmetric: bool) {
+    debug_assert!(first_distance.checked_add(row.len() as i64).is_some());
+    // SAFETY: the row holds row.len() elements; callers pass distances between u32
+    // positions, far from the i64 limits.
+    unsafe { f(row.as_mut_ptr(), row.len(), slope, first_distance, symmetric) }
+}
+
+#[cfg(test)]
+mod tests {
+    use half::{bf16, f16};
+
+    use super::*;
+    use crate::element::{CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
+
+    #[test]
+    fn add_row_rounds_once_and_canonicalizes_nan() {
+        // f16: 1 + 2^-11 is a tie between 1 and 1 + 2^-10 (ties to even: 1); just above
+        // the tie rounds up; inf + -inf is NaN, stored canonical.
+        let mut x = [f16::from_f32(1.0), f16::from_f32(1.0), f16::from_f32(f32::INFINITY)];
+        let pe = [2f32.powi(-11), 2f32.powi(-11) + 2f32.powi(-20), f32::NEG_INFINITY];
+        add_row(add_row_fn::<f16, f32>(), &mut x, &pe);
+        assert_eq!(x[0].to_bits(), f16::from_f32(1.0).to_bits());
+        assert_eq!(x[1].to_bits(), f16::from_f32(1.0 + 2f32.powi(-10)).to_bits());
+        assert_eq!(x[2].to_bits(), CANONICAL_NAN_F16);
+
+        let mut y = [bf16::from_f32(2.0), bf16::from_f32(0.0)];
+        let pe16 = [bf16::from_f32(0.5), bf16::from_f32(f32::NAN)];
+        add_row(add_row_fn::<bf16, bf16>(), &mut y, &pe16);
+        assert_eq!(y[0].to_f32(), 2.5);
+        assert_eq!(y[1].to_bits(), CANONICAL_NAN_BF16);
+
+        let mut z = [1.0f32, f32::from_bits(0x7FC0_1234)];
+        add_row(add_row_fn::<f32, f32>(), &mut z, &[2.0, 1.0]);
+        assert_eq!(z[0], 3.0);
+        assert_eq!(z[1].to_bits(), CANONICAL_NAN_F32);
+    }
+
+    #[test]
+    fn alibi_row_signs() {
+        let mut r = [10.0f32; 5];
+        // Keys at distances -2..=2 from the query.
+        alibi_row(alibi_row_fn(), &mut r, 0.5, -2, false);
+        assert_eq!(r, [9.0, 9.5, 10.0, 10.5, 11.0]);
+        let mut s = [10.0f32; 5];
+        alibi_row(alibi_row_fn(), &mut s, 0.5, -2, true);
+        assert_eq!(s, [9.0, 9.5, 10.0, 9.5, 9.0]);
+    }
+
+    #[test]
+    fn alibi_row_i32_and_i64_paths_agree_with_the_definition() {
+        // Rows inside i32, crossing i32::MAX, crossing i32::MIN, and beyond 2^32 (where
+        // the distance itself rounds in f32).
+        let slope = 0.3f32;
+        for first in [-70_000i64, i64::from(i32::MAX) - 3, i64::from(i32::MIN) - 3, -(1i64 << 33) - 7] {
+            for symmetric in [false, true] {
+                let mut row: [f32; 9] = core::array::from_fn(|j| j as f32 * 0.25 - 1.0);
+                let before = row;
+                alibi_row(alibi_row_fn(), &mut row, slope, first, symmetric);
+                for j in 0..9 {
+                    let d = (first + j as i64) as f32;
+                    let bias = if symmetric { -(slope * d.abs()) } else { slope * d };
+                    assert_eq!(row[j].to_bits(), (before[j] + bias).to_bits(), "{first} {symmetric} {j}");
+                }
+            }
+        }
+    }
+}
