@@ -1,0 +1,201 @@
+//! `rope_status`: the result of every fallible C function, with fixed numeric values.
+//!
+//! Numbering: 0 is success; 1..=19 configuration errors and 20..=39 call errors (one per
+//! [`RopeError`] kind of the Rust crate); 40..=59 errors that only the C boundary can
+//! detect; 60..=79 are reserved for the sibling encodings (sinusoidal, learned, relative,
+//! ALiBi). Values are never reused or renumbered.
+
+use rope_kernels::RopeError;
+
+/// The result of a C function: `ROPE_OK` (0) or one of the `ROPE_*` error codes below.
+/// A function that returns anything but `ROPE_OK` has written nothing: not to tensors,
+/// tables, handles, storage nor out-parameters. The numbers are part of the ABI.
+pub type rope_status = i32;
+
+/// Success.
+pub const ROPE_OK: rope_status = 0;
+
+// ---- Configuration (RopeError) ----
+
+/// `head_dim` is 0.
+pub const ROPE_ZERO_HEAD_DIM: rope_status = 1;
+/// `rotary_dim` is 0 or odd (RoPE rotates pairs of dimensions).
+pub const ROPE_INVALID_ROTARY_DIM: rope_status = 2;
+/// `rotary_dim` is larger than `head_dim`.
+pub const ROPE_ROTARY_DIM_EXCEEDS_HEAD_DIM: rope_status = 3;
+/// `rotary_dim` is larger than 512, the size of the on-stack frequency buffers.
+pub const ROPE_ROTARY_DIM_TOO_LARGE: rope_status = 4;
+/// `theta` is not finite or not > 0.
+pub const ROPE_INVALID_THETA: rope_status = 5;
+/// A scaling parameter is out of its domain: not finite (NaN included), <= 0, an array of
+/// the wrong length, or inconsistent with another parameter.
+pub const ROPE_INVALID_SCALING_PARAMETER: rope_status = 6;
+/// The caller's f32 `inv_freq` table does not have `rotary_dim / 2` entries.
+pub const ROPE_INV_FREQ_LENGTH: rope_status = 7;
+
+// ---- Calls (RopeError) ----
+
+/// The strides of a view make two (token, head) rows share elements.
+pub const ROPE_OVERLAPPING_STRIDES: rope_status = 20;
+/// The extent of a view does not fit in `size_t`.
+pub const ROPE_STRIDE_OVERFLOW: rope_status = 21;
+/// A caller buffer is shorter than the call needs: a tensor shorter than its view, the
+/// storage of `rope_init`, or the `inv_freq` output of `rope_frequencies`.
+pub const ROPE_BUFFER_TOO_SMALL: rope_status = 22;
+/// k has another token count than q, or an output another shape than its input.
+pub const ROPE_SHAPE_MISMATCH: rope_status = 23;
+/// `position_ids_len` differs from the number of tokens.
+pub const ROPE_POSITION_COUNT_MISMATCH: rope_status = 24;
+/// `start + tokens - 1` (or `start + rows - 1` of a table) does not fit in `uint32_t`.
+pub const ROPE_POSITION_OVERFLOW: rope_status = 25;
+/// A position is at or past the last row of the cos/sin table.
+pub const ROPE_POSITION_OUT_OF_RANGE: rope_status = 26;
+/// A cos/sin table whose length is not a multiple of `rotary_dim / 2`.
+pub const ROPE_TABLE_SHAPE: rope_status = 27;
+/// The tier is not available in this build or on this CPU.
+pub const ROPE_TIER_UNAVAILABLE: rope_status = 28;
+
+// ---- The C boundary ----
+
+/// A required pointer is NULL (a buffer pointer may be NULL only when its length is 0).
+pub const ROPE_NULL_POINTER: rope_status = 40;
+/// A pointer is not aligned for its type (`float` 4, `uint16_t` 2, structs and handles
+/// their `_Alignof`).
+pub const ROPE_MISALIGNED_POINTER: rope_status = 41;
+/// An enum-typed integer (`rope_layout`, `rope_scaling_type`, `rope_tier`, ...) holds no
+/// value of its enum.
+pub const ROPE_UNKNOWN_ENUM: rope_status = 42;
+/// Any other invalid argument: a flag other than 0 or 1, a buffer whose byte size exceeds
+/// `PTRDIFF_MAX` or wraps the address space, or an error of the Rust crate that this
+/// version of the C ABI does not name.
+pub const ROPE_INVALID_ARGUMENT: rope_status = 43;
+/// `struct_size` of a versioned struct is not a size this library knows (the header the
+/// caller compiled against is newer than the library, or the field is not set).
+pub const ROPE_UNSUPPORTED_STRUCT_SIZE: rope_status = 44;
+/// The `rope_t` pointer does not point to a handle made by `rope_init` or `rope_new`
+/// (or `rope_free` was given a handle that `rope_new` did not make).
+pub const ROPE_INVALID_HANDLE: rope_status = 45;
+/// Two buffers of one call overlap where one of them is written: q and k in place, an
+/// output and any other buffer out of place, `cos` and `sin` of `rope_fill_table`, or the
+/// handle out-parameter and the storage of `rope_init`.
+pub const ROPE_OVERLAPPING_BUFFERS: rope_status = 46;
+/// `rope_new` could not allocate (always so in a build without `std`).
+pub const ROPE_OUT_OF_MEMORY: rope_status = 47;
+/// A panic (a bug in the library) was caught at the boundary; nothing unwound into C.
+pub const ROPE_PANIC: rope_status = 48;
+
+/// Every status, in numeric order (tests check that each has a name and a message).
+#[cfg(test)]
+pub(crate) const ALL_STATUSES: [rope_status; 26] = [
+    ROPE_OK,
+    ROPE_ZERO_HEAD_DIM,
+    ROPE_INVALID_ROTARY_DIM,
+    ROPE_ROTARY_DIM_EXCEEDS_HEAD_DIM,
+    ROPE_ROTARY_DIM_TOO_LARGE,
+    ROPE_INVALID_THETA,
+    ROPE_INVALID_SCALING_PARAMETER,
+    ROPE_INV_FREQ_LENGTH,
+    ROPE_OVERLAPPING_STRIDES,
+    ROPE_STRIDE_OVERFLOW,
+    ROPE_BUFFER_TOO_SMALL,
+    ROPE_SHAPE_MISMATCH,
+    ROPE_POSITION_COUNT_MISMATCH,
+    ROPE_POSITION_OVERFLOW,
+    ROPE_POSITION_OUT_OF_RANGE,
+    ROPE_TABLE_SHAPE,
+    ROPE_TIER_UNAVAILABLE,
+    ROPE_NULL_POINTER,
+    ROPE_MISALIGNED_POINTER,
+    ROPE_UNKNOWN_ENUM,
+    ROPE_INVALID_ARGUMENT,
+    ROPE_UNSUPPORTED_STRUCT_SIZE,
+    ROPE_INVALID_HANDLE,
+    ROPE_OVERLAPPING_BUFFERS,
+    ROPE_OUT_OF_MEMORY,
+    ROPE_PANIC,
+];
+
+/// The status of a Rust error.
+pub(crate) fn from_error(e: RopeError) -> rope_status {
+    match e {
+        RopeError::ZeroHeadDim => ROPE_ZERO_HEAD_DIM,
+        RopeError::InvalidRotaryDim { .. } => ROPE_INVALID_ROTARY_DIM,
+        RopeError::RotaryDimExceedsHeadDim { .. } => ROPE_ROTARY_DIM_EXCEEDS_HEAD_DIM,
+        RopeError::RotaryDimTooLarge { .. } => ROPE_ROTARY_DIM_TOO_LARGE,
+        RopeError::InvalidTheta => ROPE_INVALID_THETA,
+        RopeError::InvalidScalingParameter { .. } => ROPE_INVALID_SCALING_PARAMETER,
+        RopeError::InvFreqLength { .. } => ROPE_INV_FREQ_LENGTH,
+        RopeError::OverlappingStrides { .. } => ROPE_OVERLAPPING_STRIDES,
+        RopeError::StrideOverflow { .. } => ROPE_STRIDE_OVERFLOW,
+        RopeError::BufferTooShort { .. } => ROPE_BUFFER_TOO_SMALL,
+        RopeError::ShapeMismatch { .. } => ROPE_SHAPE_MISMATCH,
+        RopeError::PositionCountMismatch { .. } => ROPE_POSITION_COUNT_MISMATCH,
+        RopeError::PositionOverflow => ROPE_POSITION_OVERFLOW,
+        RopeError::PositionOutOfRange { .. } => ROPE_POSITION_OUT_OF_RANGE,
+        RopeError::TableShape => ROPE_TABLE_SHAPE,
+        RopeError::TierUnavailable => ROPE_TIER_UNAVAILABLE,
+        // `RopeError` is `#[non_exhaustive]`: a kind added to the Rust crate before the C
+        // ABI names it (the sibling encodings' errors get 60..=79) is reported generically.
+        _ => ROPE_INVALID_ARGUMENT,
+    }
+}
+
+/// `(name, message)` of a status, or `None` for a value that is no status.
+pub(crate) fn describe(status: rope_status) -> Option<(&'static str, &'static str)> {
+    // Each string ends in NUL: they are handed to C as they are.
+    Some(match status {
+        ROPE_OK => ("ROPE_OK\0", "success\0"),
+        ROPE_ZERO_HEAD_DIM => ("ROPE_ZERO_HEAD_DIM\0", "head_dim must be > 0\0"),
+        ROPE_INVALID_ROTARY_DIM => ("ROPE_INVALID_ROTARY_DIM\0", "rotary_dim must be even and > 0\0"),
+        ROPE_ROTARY_DIM_EXCEEDS_HEAD_DIM => {
+            ("ROPE_ROTARY_DIM_EXCEEDS_HEAD_DIM\0", "rotary_dim exceeds head_dim\0")
+        }
+        ROPE_ROTARY_DIM_TOO_LARGE => {
+            ("ROPE_ROTARY_DIM_TOO_LARGE\0", "rotary_dim exceeds the supported maximum of 512\0")
+        }
+        ROPE_INVALID_THETA => ("ROPE_INVALID_THETA\0", "theta must be finite and > 0\0"),
+        ROPE_INVALID_SCALING_PARAMETER => {
+            ("ROPE_INVALID_SCALING_PARAMETER\0", "a rope scaling parameter is out of its domain\0")
+        }
+        ROPE_INV_FREQ_LENGTH => {
+            ("ROPE_INV_FREQ_LENGTH\0", "the inv_freq table must have rotary_dim / 2 entries\0")
+        }
+        ROPE_OVERLAPPING_STRIDES => {
+            ("ROPE_OVERLAPPING_STRIDES\0", "the strides of a view make heads overlap\0")
+        }
+        ROPE_STRIDE_OVERFLOW => ("ROPE_STRIDE_OVERFLOW\0", "the extent of a view overflows size_t\0"),
+        ROPE_BUFFER_TOO_SMALL => ("ROPE_BUFFER_TOO_SMALL\0", "a buffer is shorter than the call needs\0"),
+        ROPE_SHAPE_MISMATCH => ("ROPE_SHAPE_MISMATCH\0", "tensor shapes of the call do not match\0"),
+        ROPE_POSITION_COUNT_MISMATCH => {
+            ("ROPE_POSITION_COUNT_MISMATCH\0", "position_ids_len differs from the number of tokens\0")
+        }
+        ROPE_POSITION_OVERFLOW => {
+            ("ROPE_POSITION_OVERFLOW\0", "the last position does not fit in uint32_t\0")
+        }
+        ROPE_POSITION_OUT_OF_RANGE => {
+            ("ROPE_POSITION_OUT_OF_RANGE\0", "a position is past the end of the cos/sin table\0")
+        }
+        ROPE_TABLE_SHAPE => {
+            ("ROPE_TABLE_SHAPE\0", "the cos/sin table length is not a multiple of rotary_dim / 2\0")
+        }
+        ROPE_TIER_UNAVAILABLE => {
+            ("ROPE_TIER_UNAVAILABLE\0", "the tier is not available in this build or on this CPU\0")
+        }
+        ROPE_NULL_POINTER => ("ROPE_NULL_POINTER\0", "a required pointer is NULL\0"),
+        ROPE_MISALIGNED_POINTER => ("ROPE_MISALIGNED_POINTER\0", "a pointer is not aligned for its type\0"),
+        ROPE_UNKNOWN_ENUM => ("ROPE_UNKNOWN_ENUM\0", "an enum argument holds an unknown value\0"),
+        ROPE_INVALID_ARGUMENT => ("ROPE_INVALID_ARGUMENT\0", "invalid argument\0"),
+        ROPE_UNSUPPORTED_STRUCT_SIZE => {
+            ("ROPE_UNSUPPORTED_STRUCT_SIZE\0", "struct_size is not a size this library knows\0")
+        }
+        ROPE_INVALID_HANDLE => {
+            ("ROPE_INVALID_HANDLE\0", "the rope_t pointer is not a live handle of this kind\0")
+        }
+        ROPE_OVERLAPPING_BUFFERS => {
+            ("ROPE_OVERLAPPING_BUFFERS\0", "buffers of the call overlap where one is written\0")
+        }
+        ROPE_OUT_OF_MEMORY => ("ROPE_OUT_OF_MEMORY\0", "allocation failed or no allocator\0"),
+        ROPE_PANIC => ("ROPE_PANIC\0", "a panic was caught at the C boundary (library bug)\0"),
+        _ => return None,
+    })
+}

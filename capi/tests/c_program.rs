@@ -1,0 +1,197 @@
+//! Builds `capi/tests/test_capi.c` with the system C compiler against the static and the
+//! shared library, with and without AddressSanitizer + UBSan, and runs each build on
+//! results written here with the Rust API.
+//!
+//! Cargo does not build a `staticlib`/`cdylib`-only library for integration tests, so the
+//! test runs `cargo build -p rope-kernels-capi` itself (same target dir, so usually only
+//! what changed is rebuilt) and links the files that build reports.
+//!
+//! Without a C compiler the test prints why and passes, unless `ROPE_CAPI_REQUIRE_CC=1`
+//! (CI) makes that a failure; likewise `ROPE_CAPI_REQUIRE_SANITIZERS=1` for a compiler
+//! without the sanitizer runtimes. `CC` selects the compiler (default `cc`).
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rope_kernels::{bf16, f16, Apply, HeadsMut, Rope, RopeConfig, Scaling, View};
+
+const TOKENS: usize = 5;
+const HQ: usize = 32;
+const HKV: usize = 8;
+const HD: usize = 128;
+const THETA: f64 = 500_000.0;
+const START: u32 = 100;
+/// Llama 3.1 runs to 131072 positions; the last ones stress the angle computation.
+const POSITIONS: [u32; TOKENS] = [0, 1, 17, 4095, 131_071];
+
+/// Linux link line of the static library (`--print native-static-libs`).
+const NATIVE_LIBS: [&str; 7] = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"];
+const SANITIZE: [&str; 3] =
+    ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"];
+
+fn flag(name: &str) -> bool {
+    env::var(name).is_ok_and(|v| v == "1")
+}
+
+/// Deterministic inputs in [-1, 1) (splitmix64).
+fn inputs(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Rotates copies of q and k with the Rust API.
+fn rotate<T: rope_kernels::Element>(rope: &Rope, q: &[T], k: &[T], opts: &Apply<'_>) -> (Vec<T>, Vec<T>) {
+    let (mut q, mut k) = (q.to_vec(), k.to_vec());
+    let qv = View::bshd(TOKENS, HQ, HD);
+    let kv = View::bshd(TOKENS, HKV, HD);
+    rope.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), opts).expect("Rust apply");
+    (q, k)
+}
+
+/// Writes the file `test_capi.c` reads (its `load` lists the order).
+fn write_expected(path: &Path) {
+    let cfg = RopeConfig::new(HD, THETA).with_scaling(Scaling::Llama3 {
+        factor: 8.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_max_position_embeddings: 8192,
+    });
+    let rope = Rope::new(cfg).expect("Llama 3.1 config");
+    let q_in = inputs(TOKENS * HQ * HD, 1);
+    let k_in = inputs(TOKENS * HKV * HD, 2);
+    let ids = Apply::ids(&POSITIONS);
+    let (q_fwd, k_fwd) = rotate(&rope, &q_in, &k_in, &ids);
+    let (q_inv, k_inv) = rotate(&rope, &q_fwd, &k_fwd, &ids.inverse());
+    let (q_start, k_start) = rotate(&rope, &q_in, &k_in, &Apply::start(START));
+    let qh: Vec<f16> = q_in.iter().map(|v| f16::from_f32(*v)).collect();
+    let kh: Vec<f16> = k_in.iter().map(|v| f16::from_f32(*v)).collect();
+    let (qh_fwd, kh_fwd) = rotate(&rope, &qh, &kh, &ids);
+    let qb: Vec<bf16> = q_in.iter().map(|v| bf16::from_f32(*v)).collect();
+    let kb: Vec<bf16> = k_in.iter().map(|v| bf16::from_f32(*v)).collect();
+    let (qb_fwd, kb_fwd) = rotate(&rope, &qb, &kb, &ids);
+
+    let mut out = Vec::new();
+    for v in [0x5443_4B52u32, 1, TOKENS as u32, HQ as u32, HKV as u32, HD as u32] {
+        out.extend_from_slice(&v.to_ne_bytes());
+    }
+    POSITIONS.iter().for_each(|p| out.extend_from_slice(&p.to_ne_bytes()));
+    let freqs = rope.frequencies();
+    freqs.inv_freq().iter().for_each(|v| out.extend_from_slice(&v.to_ne_bytes()));
+    out.extend_from_slice(&freqs.attention_factor().to_ne_bytes());
+    for a in [&q_in, &k_in, &q_fwd, &k_fwd, &q_inv, &k_inv, &q_start, &k_start] {
+        a.iter().for_each(|v| out.extend_from_slice(&v.to_ne_bytes()));
+    }
+    for a in [&qh, &kh, &qh_fwd, &kh_fwd] {
+        a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_ne_bytes()));
+    }
+    for a in [&qb, &kb, &qb_fwd, &kb_fwd] {
+        a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_ne_bytes()));
+    }
+    fs::write(path, out).expect("write expected data");
+}
+
+/// Builds the C libraries of this package with the profile of this test and returns the
+/// paths of `librope_kernels.a` and `librope_kernels.so` that cargo reports.
+fn build_libraries() -> (PathBuf, PathBuf) {
+    // target/<profile>/deps/<this test>
+    let exe = env::current_exe().expect("test executable path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+    let profile = profile_dir.file_name().and_then(|p| p.to_str()).expect("profile name");
+    let profile = if profile == "debug" { "dev" } else { profile };
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "-p", "rope-kernels-capi", "--message-format=json", "--profile", profile])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo build");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "cargo build -p rope-kernels-capi failed");
+    // Each compiler-artifact line lists its files as JSON strings; paths need no escapes.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let file = |suffix: &str| {
+        let found = stdout.split('"').rfind(|s| s.ends_with(suffix));
+        PathBuf::from(found.unwrap_or_else(|| panic!("cargo reported no {suffix}")))
+    };
+    (file("/librope_kernels.a"), file("/librope_kernels.so"))
+}
+
+fn run(cmd: &mut Command, what: &str) -> std::process::Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+#[test]
+fn c_program_static_and_shared() {
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
+    if Command::new(&cc).arg("--version").output().is_err() {
+        assert!(!flag("ROPE_CAPI_REQUIRE_CC"), "no C compiler `{cc}` and ROPE_CAPI_REQUIRE_CC=1");
+        println!("skipping the C program: no C compiler `{cc}` (set CC)");
+        return;
+    }
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let source = manifest.join("tests/test_capi.c");
+    let include = manifest.join("../include");
+    let (static_lib, shared_lib) = build_libraries();
+    let lib_dir = shared_lib.parent().expect("library directory").to_path_buf();
+
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi");
+    fs::create_dir_all(&work).unwrap();
+    let expected = work.join("expected.bin");
+    write_expected(&expected);
+
+    let mut ran = 0;
+    for sanitize in [false, true] {
+        for shared in [false, true] {
+            let name = format!(
+                "test_capi_{}{}",
+                if shared { "shared" } else { "static" },
+                if sanitize { "_asan" } else { "" }
+            );
+            let exe = work.join(&name);
+            let mut c = Command::new(&cc);
+            c.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"]);
+            if sanitize {
+                c.args(SANITIZE);
+            }
+            c.arg("-I").arg(&include).arg(&source).arg("-o").arg(&exe);
+            if shared {
+                c.arg("-L").arg(&lib_dir).arg("-lrope_kernels");
+                c.arg(format!("-Wl,-rpath,{}", lib_dir.display())).arg("-lm");
+            } else {
+                c.arg(&static_lib).args(NATIVE_LIBS);
+            }
+            let built = run(&mut c, "C compiler");
+            if !built.status.success() {
+                if sanitize && !flag("ROPE_CAPI_REQUIRE_SANITIZERS") {
+                    println!("skipping {name}: the compiler cannot build with sanitizers");
+                    continue;
+                }
+                panic!("{name}: compiling test_capi.c failed");
+            }
+            let mut r = Command::new(&exe);
+            r.arg(&expected)
+                .env("ASAN_OPTIONS", "halt_on_error=1:abort_on_error=1:detect_leaks=1")
+                .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+                .env("RUST_BACKTRACE", "0");
+            let out = run(&mut r, &name);
+            assert!(out.status.success(), "{name} failed: {}", out.status);
+            assert!(String::from_utf8_lossy(&out.stdout).contains("test_capi: all checks passed"));
+            println!("{name}: passed");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 2, "neither library was tested");
+}
