@@ -9,7 +9,7 @@
 #  4. the README "C quick start" lines, verbatim.
 # ROPE_CAPI_ARM_LINK=0 skips the Cortex-M link (it installs gcc-arm-none-eabi, ~95 MB).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 CBINDGEN_VERSION=0.29.4
 ARM_LINK=${ROPE_CAPI_ARM_LINK:-1}
 step() { printf '\n=== capi: %s\n' "$*"; }
