@@ -30,6 +30,11 @@
 #define ROPE_ABI_VERSION 1
 
 /**
+ * The base of the paper and of every reference implementation.
+ */
+#define ROPE_SINUSOIDAL_BASE 10000.0
+
+/**
  * An upper bound of `rope_size()` on every target, for static storage:
  * `static unsigned char buf[ROPE_STORAGE_SIZE] _Alignas(ROPE_STORAGE_ALIGN);`.
  */
@@ -333,6 +338,109 @@ typedef struct rope_config {
 } rope_config;
 
 /**
+ * Where the sine and cosine columns of a sinusoidal encoding go.
+ */
+typedef uint32_t rope_sinusoidal_layout;
+
+/**
+ * The positions of the rows of an absolute-encoding call (the counterpart of the
+ * position fields of `rope_apply_opts`). Plain struct, not versioned.
+ */
+typedef struct rope_positions {
+    /**
+     * A `ROPE_POSITIONS_*` value: row `t` is at `start + t` (`ROPE_POSITIONS_START`) or at
+     * `position_ids[t]` (`ROPE_POSITIONS_IDS`).
+     */
+    rope_position_mode mode;
+    /**
+     * `ROPE_POSITIONS_START`: the position of row 0 (a KV-cache offset).
+     */
+    uint32_t start;
+    /**
+     * `ROPE_POSITIONS_IDS`: one position per row (HF `position_ids` of one sequence);
+     * ignored otherwise.
+     */
+    const uint32_t *position_ids;
+    /**
+     * `ROPE_POSITIONS_IDS`: number of values at `position_ids`; must equal the rows
+     * (`ROPE_POSITION_COUNT_MISMATCH`).
+     */
+    size_t position_ids_len;
+} rope_positions;
+
+/**
+ * How a (query position, key position) pair becomes an index (`rope_relative.kind`).
+ */
+typedef uint32_t rope_relative_kind;
+
+/**
+ * A relative position scheme: `kind` and its parameters (the Rust `RelativePositions`).
+ * Only the fields of `kind` are read (see each `ROPE_RELATIVE_*`). Versioned:
+ * `struct_size = sizeof(rope_relative)`; zero the struct, then set the fields.
+ */
+typedef struct rope_relative {
+    /**
+     * `sizeof(rope_relative)`.
+     */
+    size_t struct_size;
+    /**
+     * A `ROPE_RELATIVE_*` value.
+     */
+    rope_relative_kind kind;
+    /**
+     * Clipped kinds: the clipping distance `k`; T5: HF `relative_attention_max_distance`
+     * (128 in T5).
+     */
+    uint32_t max_distance;
+    /**
+     * `ROPE_RELATIVE_DEBERTA_INDEX`: the attention span.
+     */
+    uint32_t att_span;
+    /**
+     * `ROPE_RELATIVE_DEBERTA_V2_LOG_BUCKET`: HF `position_buckets`.
+     */
+    uint32_t bucket_size;
+    /**
+     * `ROPE_RELATIVE_DEBERTA_V2_LOG_BUCKET`: HF `max_relative_positions`.
+     */
+    uint32_t max_position;
+    /**
+     * T5: HF `relative_attention_num_buckets` (32 in T5).
+     */
+    uint32_t num_buckets;
+} rope_relative;
+
+/**
+ * The query and key positions of a relative call: query row `i` is at position
+ * `q_offset + i` (`i < query_len`), key column `j` at `k_offset + j` (`j < key_len`).
+ * Prefill of `n` tokens: `{n, n, 0, 0}`; decode of `n` new tokens after `past` cached
+ * ones: `{n, past + n, past, 0}`. Plain struct, not versioned.
+ */
+typedef struct rope_relative_grid {
+    /**
+     * Number of query rows.
+     */
+    size_t query_len;
+    /**
+     * Number of key columns.
+     */
+    size_t key_len;
+    /**
+     * Position of query row 0.
+     */
+    uint32_t q_offset;
+    /**
+     * Position of key column 0.
+     */
+    uint32_t k_offset;
+} rope_relative_grid;
+
+/**
+ * How the ALiBi bias depends on the distance (`rope_alibi_add_f32`).
+ */
+typedef uint32_t rope_alibi_form;
+
+/**
  * A fault for `rope_test_fault`.
  */
 typedef uint32_t rope_test_fault_kind;
@@ -447,6 +555,71 @@ typedef uint32_t rope_tier;
 #define ROPE_SCALING_FREQ_FACTORS 8
 
 /**
+ * The paper's layout (Vaswani et al. 2017, section 3.5): column `2i` is
+ * `sin(pos / base^(2i / dim))`, column `2i + 1` the cosine; an odd `dim` ends in a sine
+ * (XLM / HF DistilBERT `create_sinusoidal_embeddings`).
+ */
+#define ROPE_SINUSOIDAL_INTERLEAVED 0
+
+/**
+ * tensor2tensor / fairseq: `[sin | cos]` halves with timescales `exp(-k ln(base) /
+ * (dim / 2 - 1))`; an odd `dim` ends in a zero column.
+ */
+#define ROPE_SINUSOIDAL_CONCATENATED 1
+
+/**
+ * `clip(q - k, -max_distance, max_distance)` (DeBERTa `build_relative_position` sign,
+ * query minus key). Parameter: `max_distance` in `[1, INT32_MAX]`.
+ */
+#define ROPE_RELATIVE_CLIPPED 0
+
+/**
+ * `clip(q - k, -max_distance, max_distance) + max_distance`, a row of a table of
+ * `2 * max_distance + 1` relative embeddings. Parameter: `max_distance` in
+ * `[1, (INT32_MAX - 1) / 2]`.
+ */
+#define ROPE_RELATIVE_CLIPPED_INDEX 1
+
+/**
+ * DeBERTa's `delta(q, k) = clamp(q - k + att_span, 0, 2 * att_span - 1)` (HF
+ * `disentangled_att_bias`, `c2p_pos`). Parameter: `att_span` in `[1, 2^30]`.
+ */
+#define ROPE_RELATIVE_DEBERTA_INDEX 2
+
+/**
+ * DeBERTa-v2 `make_log_bucket_position(q - k, bucket_size, max_position)` (HF
+ * `modeling_deberta_v2.py`), unclamped. Parameters: `bucket_size` (HF
+ * `position_buckets`) >= 2, `max_position` (HF `max_relative_positions`) >
+ * `bucket_size / 2 + 1`.
+ */
+#define ROPE_RELATIVE_DEBERTA_V2_LOG_BUCKET 3
+
+/**
+ * T5 `_relative_position_bucket(k - q, bidirectional=True, num_buckets, max_distance)`
+ * (HF `modeling_t5.py`, encoders). Parameters: `num_buckets` in `[4, INT32_MAX]`,
+ * `max_distance` > `num_buckets / 4`.
+ */
+#define ROPE_RELATIVE_T5_BIDIRECTIONAL 4
+
+/**
+ * T5 buckets with `bidirectional=False` (causal decoders: keys after the query share
+ * bucket 0). Parameters: `num_buckets` in `[2, INT32_MAX]`, `max_distance` >
+ * `num_buckets / 2`.
+ */
+#define ROPE_RELATIVE_T5_CAUSAL 5
+
+/**
+ * `slope * (key_position - query_position)`: the paper's causal bias (0 on the diagonal,
+ * negative for past keys; BLOOM's `slope * key_position` differs by a per-row constant).
+ */
+#define ROPE_ALIBI_CAUSAL 0
+
+/**
+ * `-slope * |key_position - query_position|`: bidirectional (encoder) models.
+ */
+#define ROPE_ALIBI_SYMMETRIC 1
+
+/**
  * Success.
  */
 #define ROPE_OK 0
@@ -514,7 +687,8 @@ typedef uint32_t rope_tier;
 #define ROPE_POSITION_COUNT_MISMATCH 24
 
 /**
- * `start + tokens - 1` (or `start + rows - 1` of a table) does not fit in `uint32_t`.
+ * `start + tokens - 1` (or `start + rows - 1` of a table, or the last query or key
+ * position of a relative grid) does not fit in `uint32_t`.
  */
 #define ROPE_POSITION_OVERFLOW 25
 
@@ -545,8 +719,8 @@ typedef uint32_t rope_tier;
 #define ROPE_MISALIGNED_POINTER 41
 
 /**
- * An enum-typed integer (`rope_layout`, `rope_scaling_type`, `rope_tier`, ...) holds no
- * value of its enum.
+ * An enum-typed integer (`rope_layout`, `rope_scaling_type`, `rope_tier`,
+ * `rope_relative_kind`, ...) holds no value of its enum.
  */
 #define ROPE_UNKNOWN_ENUM 42
 
@@ -571,8 +745,9 @@ typedef uint32_t rope_tier;
 
 /**
  * Two buffers of one call overlap where one of them is written: q and k in place, an
- * output and any other buffer out of place, `cos` and `sin` of `rope_fill_table`, or the
- * handle out-parameter and the storage of `rope_init`.
+ * output and any other buffer out of place, `cos` and `sin` of `rope_fill_table`, the
+ * handle out-parameter and the storage of `rope_init`, or an encoding's written buffer
+ * (embeddings, scores) and the buffers it reads (table, position ids, slopes).
  */
 #define ROPE_OVERLAPPING_BUFFERS 46
 
@@ -585,6 +760,49 @@ typedef uint32_t rope_tier;
  * A panic (a bug in the library) was caught at the boundary; nothing unwound into C.
  */
 #define ROPE_PANIC 48
+
+/**
+ * A parameter of a positional encoding is out of its domain: a `dim` of 0, a `base` or
+ * `alibi_bias_max` that is not finite and > 0, a slope that is not finite, T5
+ * `num_buckets`/`max_distance` or DeBERTa `bucket_size`/`max_position` out of range, a
+ * clipping distance or `att_span` of 0 or too large for `int32_t` indices.
+ */
+#define ROPE_INVALID_ENCODING_PARAMETER 60
+
+/**
+ * A buffer of an encoding call (embeddings, index matrix, scores) is shorter than its
+ * shape needs.
+ */
+#define ROPE_ENCODING_BUFFER_TOO_SHORT 61
+
+/**
+ * `row_stride` is smaller than the row length while there is more than one row.
+ */
+#define ROPE_ROW_STRIDE_TOO_SMALL 62
+
+/**
+ * The extent of an encoding buffer's shape (rows, row stride, row length) does not fit in
+ * `size_t`.
+ */
+#define ROPE_ENCODING_SIZE_OVERFLOW 63
+
+/**
+ * A table (learned positions, sinusoidal output) whose length is not a whole number of
+ * rows of `dim`.
+ */
+#define ROPE_RAGGED_TABLE 64
+
+/**
+ * A position is at or past the end of a learned position table: the model cannot
+ * extrapolate beyond the length it was trained on.
+ */
+#define ROPE_BEYOND_TRAINED_LENGTH 65
+
+/**
+ * A relative position index of the call does not fit in `int32_t` (DeBERTa-v2 log
+ * buckets at extreme distances).
+ */
+#define ROPE_RELATIVE_INDEX_OVERFLOW 66
 
 /**
  * Panic inside the boundary guard of this call.
@@ -776,6 +994,329 @@ rope_status rope_config_init(struct rope_config *cfg,
  * `cfg` is NULL or a readable `rope_config` whose arrays are readable for their counts.
  */
 rope_status rope_config_validate(const struct rope_config *cfg);
+
+/**
+ * Writes the sinusoidal encoding of width `dim` (`d_model`) of positions
+ * `start .. start + rows` into `out`, shaped `[rows][dim]` with `rows = out_len / dim`:
+ * `out[r * dim + c]` is column `c` of position `start + r`. Each value is computed from
+ * the f64 angle with f64 sin/cos and rounded once to f32 (accurate at every position).
+ * `base` is `ROPE_SINUSOIDAL_BASE` (10000) in the references.
+ *
+ * Errors (nothing is written): `ROPE_UNKNOWN_ENUM` (`layout`), `ROPE_NULL_POINTER`,
+ * `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_ARGUMENT` (byte size of `out`),
+ * `ROPE_INVALID_ENCODING_PARAMETER` (`dim` 0, `base` not finite or not > 0),
+ * `ROPE_RAGGED_TABLE` (`out_len` not a multiple of `dim`), `ROPE_POSITION_OVERFLOW`
+ * (`start + rows - 1` past `UINT32_MAX`).
+ *
+ * # Safety
+ * `out` is NULL or writable for `out_len` floats, accessed by no one else during the call.
+ */
+rope_status rope_sinusoidal_fill_table_f32(size_t dim,
+                                           rope_sinusoidal_layout layout,
+                                           double base,
+                                           uint32_t start,
+                                           float *out,
+                                           size_t out_len);
+
+/**
+ * Adds the sinusoidal encoding to f32 embeddings in place (the fused "embeddings +
+ * positional encoding" of the paper): `x[t * row_stride + c] += PE[position(t)][c]` for
+ * the `tokens` rows of `dim` elements, positions from `*positions`. `row_stride` (in
+ * elements) may exceed `dim` (a row inside a larger buffer) and is free with one row.
+ * Zero tokens is a no-op. The encoding is the one `rope_sinusoidal_fill_table_f32`
+ * writes; the sum is formed in f32.
+ *
+ * Errors (nothing is written): `ROPE_UNKNOWN_ENUM` (`layout`, `positions->mode`),
+ * `ROPE_NULL_POINTER` (`positions`, a buffer with a non-zero count),
+ * `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_ARGUMENT` (byte size),
+ * `ROPE_OVERLAPPING_BUFFERS` (`x` and `position_ids`), `ROPE_INVALID_ENCODING_PARAMETER`,
+ * `ROPE_POSITION_COUNT_MISMATCH`, `ROPE_POSITION_OVERFLOW`, `ROPE_ROW_STRIDE_TOO_SMALL`,
+ * `ROPE_ENCODING_SIZE_OVERFLOW`, `ROPE_ENCODING_BUFFER_TOO_SHORT` (`x_len` shorter than
+ * `(tokens - 1) * row_stride + dim`).
+ *
+ * # Safety
+ * `x` is NULL or readable and writable for `x_len` elements; `positions` is NULL or a
+ * readable struct whose ids are readable for their count; no one else accesses them
+ * during the call.
+ */
+rope_status rope_sinusoidal_add_f32(size_t dim,
+                                    rope_sinusoidal_layout layout,
+                                    double base,
+                                    float *x,
+                                    size_t x_len,
+                                    size_t tokens,
+                                    size_t row_stride,
+                                    const struct rope_positions *positions);
+
+/**
+ * `rope_sinusoidal_add_f32` for IEEE binary16 embeddings (`uint16_t` storage): each sum
+ * `x + PE` is formed in f32 and rounded once.
+ *
+ * # Safety
+ * As for `rope_sinusoidal_add_f32`.
+ */
+rope_status rope_sinusoidal_add_f16(size_t dim,
+                                    rope_sinusoidal_layout layout,
+                                    double base,
+                                    uint16_t *x,
+                                    size_t x_len,
+                                    size_t tokens,
+                                    size_t row_stride,
+                                    const struct rope_positions *positions);
+
+/**
+ * `rope_sinusoidal_add_f32` for bfloat16 embeddings (`uint16_t` storage).
+ *
+ * # Safety
+ * As for `rope_sinusoidal_add_f32`.
+ */
+rope_status rope_sinusoidal_add_bf16(size_t dim,
+                                     rope_sinusoidal_layout layout,
+                                     double base,
+                                     uint16_t *x,
+                                     size_t x_len,
+                                     size_t tokens,
+                                     size_t row_stride,
+                                     const struct rope_positions *positions);
+
+/**
+ * Adds rows of a trained position table to f32 embeddings in place (GPT-2 `wpe`,
+ * BERT/OPT `position_embeddings`: `inputs_embeds + position_embeddings(position_ids)`):
+ * `x[t * row_stride + c] += table[position(t) * dim + c]` for the `tokens` rows of `dim`
+ * elements. `table` is `[max_positions][dim]` with `max_positions = table_len / dim`, the
+ * trained length: a position `>= max_positions` is `ROPE_BEYOND_TRAINED_LENGTH` (the
+ * model cannot extrapolate), never an extrapolation. Pass ids as the model numbers them
+ * (OPT adds 2, RoBERTa starts at `padding_idx + 1`). Zero tokens is a no-op.
+ *
+ * Errors (nothing is written): `ROPE_UNKNOWN_ENUM` (`positions->mode`),
+ * `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_ARGUMENT` (byte size),
+ * `ROPE_OVERLAPPING_BUFFERS` (`x` and `table` or `position_ids`),
+ * `ROPE_INVALID_ENCODING_PARAMETER` (`dim` 0), `ROPE_RAGGED_TABLE` (`table_len` not a
+ * multiple of `dim`), `ROPE_POSITION_COUNT_MISMATCH`, `ROPE_POSITION_OVERFLOW`,
+ * `ROPE_ROW_STRIDE_TOO_SMALL`, `ROPE_ENCODING_SIZE_OVERFLOW`,
+ * `ROPE_ENCODING_BUFFER_TOO_SHORT`, `ROPE_BEYOND_TRAINED_LENGTH`.
+ *
+ * # Safety
+ * `table` is NULL or readable for `table_len` elements; `x` NULL or readable and writable
+ * for `x_len` elements; `positions` NULL or a readable struct whose ids are readable for
+ * their count; `x` is accessed by no one else and the rest not written during the call.
+ */
+rope_status rope_learned_add_f32(const float *table,
+                                 size_t table_len,
+                                 size_t dim,
+                                 float *x,
+                                 size_t x_len,
+                                 size_t tokens,
+                                 size_t row_stride,
+                                 const struct rope_positions *positions);
+
+/**
+ * `rope_learned_add_f32` for IEEE binary16 embeddings and table (`uint16_t` storage):
+ * each sum is formed in f32 and rounded once.
+ *
+ * # Safety
+ * As for `rope_learned_add_f32`.
+ */
+rope_status rope_learned_add_f16(const uint16_t *table,
+                                 size_t table_len,
+                                 size_t dim,
+                                 uint16_t *x,
+                                 size_t x_len,
+                                 size_t tokens,
+                                 size_t row_stride,
+                                 const struct rope_positions *positions);
+
+/**
+ * `rope_learned_add_f32` for bfloat16 embeddings and table (`uint16_t` storage).
+ *
+ * # Safety
+ * As for `rope_learned_add_f32`.
+ */
+rope_status rope_learned_add_bf16(const uint16_t *table,
+                                  size_t table_len,
+                                  size_t dim,
+                                  uint16_t *x,
+                                  size_t x_len,
+                                  size_t tokens,
+                                  size_t row_stride,
+                                  const struct rope_positions *positions);
+
+/**
+ * `rope_learned_add_f16` with an f32 table (kept in full precision next to binary16
+ * activations).
+ *
+ * # Safety
+ * As for `rope_learned_add_f32`.
+ */
+rope_status rope_learned_add_f16_table_f32(const float *table,
+                                           size_t table_len,
+                                           size_t dim,
+                                           uint16_t *x,
+                                           size_t x_len,
+                                           size_t tokens,
+                                           size_t row_stride,
+                                           const struct rope_positions *positions);
+
+/**
+ * `rope_learned_add_bf16` with an f32 table.
+ *
+ * # Safety
+ * As for `rope_learned_add_f32`.
+ */
+rope_status rope_learned_add_bf16_table_f32(const float *table,
+                                            size_t table_len,
+                                            size_t dim,
+                                            uint16_t *x,
+                                            size_t x_len,
+                                            size_t tokens,
+                                            size_t row_stride,
+                                            const struct rope_positions *positions);
+
+/**
+ * Checks a relative position scheme.
+ *
+ * Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_UNSUPPORTED_STRUCT_SIZE`,
+ * `ROPE_UNKNOWN_ENUM` (`kind`), `ROPE_INVALID_ENCODING_PARAMETER` (a parameter of `kind`
+ * out of its domain, see each `ROPE_RELATIVE_*`).
+ *
+ * # Safety
+ * `params` is NULL or readable for `struct_size` bytes.
+ */
+rope_status rope_relative_validate(const struct rope_relative *params);
+
+/**
+ * `*index` = the index of the pair (query at `query_position`, key at `key_position`),
+ * with the sign convention of `params->kind`.
+ *
+ * Errors (nothing is written): those of `rope_relative_validate`, `ROPE_NULL_POINTER` and
+ * `ROPE_MISALIGNED_POINTER` (`index`), `ROPE_RELATIVE_INDEX_OVERFLOW` (DeBERTa-v2 log
+ * buckets only).
+ *
+ * # Safety
+ * `params` as for `rope_relative_validate`; `index` NULL or writable.
+ */
+rope_status rope_relative_index(const struct rope_relative *params,
+                                uint32_t query_position,
+                                uint32_t key_position,
+                                int32_t *index);
+
+/**
+ * Fills the index matrix `[grid->query_len][grid->key_len]` (contiguous rows) into `out`:
+ * `out[i * key_len + j]` is the index of query position `q_offset + i` and key position
+ * `k_offset + j`, for gathering relative embeddings or per-head biases. Elements past
+ * `query_len * key_len` are left alone; an empty grid is a no-op.
+ *
+ * Errors (nothing is written): those of `rope_relative_validate`, `ROPE_NULL_POINTER`
+ * (`grid`, `out` with a non-zero count), `ROPE_MISALIGNED_POINTER`,
+ * `ROPE_INVALID_ARGUMENT` (byte size), `ROPE_POSITION_OVERFLOW` (last query or key
+ * position), `ROPE_ENCODING_SIZE_OVERFLOW`, `ROPE_ENCODING_BUFFER_TOO_SHORT` (`out_len <
+ * query_len * key_len`), `ROPE_RELATIVE_INDEX_OVERFLOW`.
+ *
+ * # Safety
+ * `params` as for `rope_relative_validate`; `grid` NULL or readable; `out` NULL or
+ * writable for `out_len` values, accessed by no one else during the call.
+ */
+rope_status rope_relative_fill(const struct rope_relative *params,
+                               const struct rope_relative_grid *grid,
+                               int32_t *out,
+                               size_t out_len);
+
+/**
+ * `*bucket` = T5's `_relative_position_bucket(relative_position, bidirectional,
+ * num_buckets, max_distance)` of one `relative_position = key_position -
+ * query_position` (HF `transformers/models/t5/modeling_t5.py`; Raffel et al. 2020), in
+ * the reference's f32 arithmetic, clamped to the last bucket. T5: 32 buckets, max
+ * distance 128 (`+1000` gives 31 bidirectional).
+ *
+ * Errors (nothing is written): `ROPE_INVALID_ARGUMENT` (`bidirectional` not 0 or 1),
+ * `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER` (`bucket`),
+ * `ROPE_INVALID_ENCODING_PARAMETER` (`num_buckets` below 4 bidirectional / 2 causal or
+ * above `INT32_MAX`; `max_distance` not above `num_buckets / 4` / `num_buckets / 2`).
+ *
+ * # Safety
+ * `bucket` is NULL or writable.
+ */
+rope_status rope_t5_relative_position_bucket(int64_t relative_position,
+                                             uint8_t bidirectional,
+                                             uint32_t num_buckets,
+                                             uint32_t max_distance,
+                                             int32_t *bucket);
+
+/**
+ * `*bucket` = DeBERTa-v2's `make_log_bucket_position(relative_pos, bucket_size,
+ * max_position)` of one `relative_pos = query_position - key_position` (HF
+ * `transformers/models/deberta_v2/modeling_deberta_v2.py`): `|relative_pos| <=
+ * bucket_size / 2` unchanged, larger distances mapped logarithmically in the reference's
+ * f32 arithmetic, unclamped.
+ *
+ * Errors (nothing is written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER` (`bucket`),
+ * `ROPE_INVALID_ENCODING_PARAMETER` (`bucket_size` below 2, `max_position` not above
+ * `bucket_size / 2 + 1`).
+ *
+ * # Safety
+ * `bucket` is NULL or writable.
+ */
+rope_status rope_deberta_log_bucket_position(int64_t relative_pos,
+                                             uint32_t bucket_size,
+                                             uint32_t max_position,
+                                             int64_t *bucket);
+
+/**
+ * Writes the ALiBi slopes of `heads` heads into `slopes[0..heads]` (Press et al. 2022,
+ * `get_slopes` of `ofirpress/attention_with_linear_biases`): a power of two `n` gives
+ * head `h` the slope `2^(-8 (h + 1) / n)` (8 heads: `2^-1 .. 2^-8`); otherwise, with `c`
+ * the largest power of two below `n`, the slopes of `c` heads then every other slope of
+ * `2c` heads. Computed in f64, rounded once to f32. Zero heads is a no-op.
+ *
+ * Errors (nothing is written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`,
+ * `ROPE_INVALID_ARGUMENT` (byte size).
+ *
+ * # Safety
+ * `slopes` is NULL or writable for `heads` floats, accessed by no one else during the call.
+ */
+rope_status rope_alibi_slopes(float *slopes, size_t heads);
+
+/**
+ * `rope_alibi_slopes` with another maximum bias in place of 8 (MPT `alibi_bias_max`):
+ * a power of two `n` gives head `h` the slope `2^(-alibi_bias_max (h + 1) / n)`.
+ *
+ * Errors (nothing is written): those of `rope_alibi_slopes`,
+ * `ROPE_INVALID_ENCODING_PARAMETER` (`alibi_bias_max` not finite or not > 0).
+ *
+ * # Safety
+ * As for `rope_alibi_slopes`.
+ */
+rope_status rope_alibi_slopes_with_bias_max(float *slopes, size_t heads, double alibi_bias_max);
+
+/**
+ * Adds the ALiBi bias to a block of f32 attention scores in place, before the softmax.
+ * `scores` holds `heads` heads (one slope each) of `grid->query_len` rows of
+ * `grid->key_len` scores: score `(h, i, j)` is at `(h * query_len + i) * row_stride + j`
+ * (`row_stride` in elements, free with one row in all). Query row `i` is at position
+ * `q_offset + i`, key `j` at `k_offset + j`; with `d = key_position - query_position`
+ * rounded to f32, each score gets `slopes[h] * d` (`ROPE_ALIBI_CAUSAL`) or
+ * `-(slopes[h] * |d|)` (`ROPE_ALIBI_SYMMETRIC`), added in f32 without fused
+ * multiply-add. For a tensor-parallel shard pass the slopes of its heads.
+ *
+ * Errors (nothing is written): `ROPE_UNKNOWN_ENUM` (`form`), `ROPE_NULL_POINTER` (`grid`,
+ * a buffer with a non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_ARGUMENT`
+ * (byte size), `ROPE_OVERLAPPING_BUFFERS` (`scores` and `slopes`),
+ * `ROPE_INVALID_ENCODING_PARAMETER` (a slope not finite), `ROPE_POSITION_OVERFLOW`,
+ * `ROPE_ROW_STRIDE_TOO_SMALL`, `ROPE_ENCODING_SIZE_OVERFLOW`,
+ * `ROPE_ENCODING_BUFFER_TOO_SHORT`.
+ *
+ * # Safety
+ * `scores` is NULL or readable and writable for `scores_len` floats and accessed by no
+ * one else during the call; `grid` NULL or readable; `slopes` NULL or readable for
+ * `heads` floats, not written during the call.
+ */
+rope_status rope_alibi_add_f32(float *scores,
+                               size_t scores_len,
+                               size_t row_stride,
+                               const struct rope_relative_grid *grid,
+                               const float *slopes,
+                               size_t heads,
+                               rope_alibi_form form);
 
 /**
  * The size in bytes of the storage `rope_init` needs (at most `ROPE_STORAGE_SIZE`).

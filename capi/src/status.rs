@@ -2,8 +2,8 @@
 //!
 //! Numbering: 0 is success; 1..=19 configuration errors and 20..=39 call errors (one per
 //! [`RopeError`] kind of the Rust crate); 40..=59 errors that only the C boundary can
-//! detect; 60..=79 are reserved for the sibling encodings (sinusoidal, learned, relative,
-//! ALiBi). Values are never reused or renumbered.
+//! detect; 60..=79 errors of the sibling encodings (sinusoidal, learned, relative, ALiBi;
+//! one per [`RopeError`] kind). Values are never reused or renumbered.
 
 use rope_kernels::RopeError;
 
@@ -46,7 +46,8 @@ pub const ROPE_BUFFER_TOO_SMALL: rope_status = 22;
 pub const ROPE_SHAPE_MISMATCH: rope_status = 23;
 /// `position_ids_len` differs from the number of tokens.
 pub const ROPE_POSITION_COUNT_MISMATCH: rope_status = 24;
-/// `start + tokens - 1` (or `start + rows - 1` of a table) does not fit in `uint32_t`.
+/// `start + tokens - 1` (or `start + rows - 1` of a table, or the last query or key
+/// position of a relative grid) does not fit in `uint32_t`.
 pub const ROPE_POSITION_OVERFLOW: rope_status = 25;
 /// A position is at or past the last row of the cos/sin table.
 pub const ROPE_POSITION_OUT_OF_RANGE: rope_status = 26;
@@ -62,8 +63,8 @@ pub const ROPE_NULL_POINTER: rope_status = 40;
 /// A pointer is not aligned for its type (`float` 4, `uint16_t` 2, structs and handles
 /// their `_Alignof`).
 pub const ROPE_MISALIGNED_POINTER: rope_status = 41;
-/// An enum-typed integer (`rope_layout`, `rope_scaling_type`, `rope_tier`, ...) holds no
-/// value of its enum.
+/// An enum-typed integer (`rope_layout`, `rope_scaling_type`, `rope_tier`,
+/// `rope_relative_kind`, ...) holds no value of its enum.
 pub const ROPE_UNKNOWN_ENUM: rope_status = 42;
 /// Any other invalid argument: a flag other than 0 or 1, a buffer whose byte size exceeds
 /// `PTRDIFF_MAX` or wraps the address space, or an error of the Rust crate that this
@@ -76,17 +77,43 @@ pub const ROPE_UNSUPPORTED_STRUCT_SIZE: rope_status = 44;
 /// (or `rope_free` was given a handle that `rope_new` did not make).
 pub const ROPE_INVALID_HANDLE: rope_status = 45;
 /// Two buffers of one call overlap where one of them is written: q and k in place, an
-/// output and any other buffer out of place, `cos` and `sin` of `rope_fill_table`, or the
-/// handle out-parameter and the storage of `rope_init`.
+/// output and any other buffer out of place, `cos` and `sin` of `rope_fill_table`, the
+/// handle out-parameter and the storage of `rope_init`, or an encoding's written buffer
+/// (embeddings, scores) and the buffers it reads (table, position ids, slopes).
 pub const ROPE_OVERLAPPING_BUFFERS: rope_status = 46;
 /// `rope_new` could not allocate (always so in a build without `std`).
 pub const ROPE_OUT_OF_MEMORY: rope_status = 47;
 /// A panic (a bug in the library) was caught at the boundary; nothing unwound into C.
 pub const ROPE_PANIC: rope_status = 48;
 
+// ---- The sibling encodings (RopeError): sinusoidal, learned, relative, ALiBi ----
+
+/// A parameter of a positional encoding is out of its domain: a `dim` of 0, a `base` or
+/// `alibi_bias_max` that is not finite and > 0, a slope that is not finite, T5
+/// `num_buckets`/`max_distance` or DeBERTa `bucket_size`/`max_position` out of range, a
+/// clipping distance or `att_span` of 0 or too large for `int32_t` indices.
+pub const ROPE_INVALID_ENCODING_PARAMETER: rope_status = 60;
+/// A buffer of an encoding call (embeddings, index matrix, scores) is shorter than its
+/// shape needs.
+pub const ROPE_ENCODING_BUFFER_TOO_SHORT: rope_status = 61;
+/// `row_stride` is smaller than the row length while there is more than one row.
+pub const ROPE_ROW_STRIDE_TOO_SMALL: rope_status = 62;
+/// The extent of an encoding buffer's shape (rows, row stride, row length) does not fit in
+/// `size_t`.
+pub const ROPE_ENCODING_SIZE_OVERFLOW: rope_status = 63;
+/// A table (learned positions, sinusoidal output) whose length is not a whole number of
+/// rows of `dim`.
+pub const ROPE_RAGGED_TABLE: rope_status = 64;
+/// A position is at or past the end of a learned position table: the model cannot
+/// extrapolate beyond the length it was trained on.
+pub const ROPE_BEYOND_TRAINED_LENGTH: rope_status = 65;
+/// A relative position index of the call does not fit in `int32_t` (DeBERTa-v2 log
+/// buckets at extreme distances).
+pub const ROPE_RELATIVE_INDEX_OVERFLOW: rope_status = 66;
+
 /// Every status, in numeric order (tests check that each has a name and a message).
 #[cfg(test)]
-pub(crate) const ALL_STATUSES: [rope_status; 26] = [
+pub(crate) const ALL_STATUSES: [rope_status; 33] = [
     ROPE_OK,
     ROPE_ZERO_HEAD_DIM,
     ROPE_INVALID_ROTARY_DIM,
@@ -113,6 +140,13 @@ pub(crate) const ALL_STATUSES: [rope_status; 26] = [
     ROPE_OVERLAPPING_BUFFERS,
     ROPE_OUT_OF_MEMORY,
     ROPE_PANIC,
+    ROPE_INVALID_ENCODING_PARAMETER,
+    ROPE_ENCODING_BUFFER_TOO_SHORT,
+    ROPE_ROW_STRIDE_TOO_SMALL,
+    ROPE_ENCODING_SIZE_OVERFLOW,
+    ROPE_RAGGED_TABLE,
+    ROPE_BEYOND_TRAINED_LENGTH,
+    ROPE_RELATIVE_INDEX_OVERFLOW,
 ];
 
 /// The status of a Rust error.
@@ -134,8 +168,15 @@ pub(crate) fn from_error(e: RopeError) -> rope_status {
         RopeError::PositionOutOfRange { .. } => ROPE_POSITION_OUT_OF_RANGE,
         RopeError::TableShape => ROPE_TABLE_SHAPE,
         RopeError::TierUnavailable => ROPE_TIER_UNAVAILABLE,
+        RopeError::InvalidEncodingParameter { .. } => ROPE_INVALID_ENCODING_PARAMETER,
+        RopeError::EncodingBufferTooShort { .. } => ROPE_ENCODING_BUFFER_TOO_SHORT,
+        RopeError::RowStrideTooSmall { .. } => ROPE_ROW_STRIDE_TOO_SMALL,
+        RopeError::EncodingSizeOverflow { .. } => ROPE_ENCODING_SIZE_OVERFLOW,
+        RopeError::RaggedTable { .. } => ROPE_RAGGED_TABLE,
+        RopeError::BeyondTrainedLength { .. } => ROPE_BEYOND_TRAINED_LENGTH,
+        RopeError::RelativeIndexOverflow { .. } => ROPE_RELATIVE_INDEX_OVERFLOW,
         // `RopeError` is `#[non_exhaustive]`: a kind added to the Rust crate before the C
-        // ABI names it (the sibling encodings' errors get 60..=79) is reported generically.
+        // ABI names it is reported generically.
         _ => ROPE_INVALID_ARGUMENT,
     }
 }
@@ -196,6 +237,26 @@ pub(crate) fn describe(status: rope_status) -> Option<(&'static str, &'static st
         }
         ROPE_OUT_OF_MEMORY => ("ROPE_OUT_OF_MEMORY\0", "allocation failed or no allocator\0"),
         ROPE_PANIC => ("ROPE_PANIC\0", "a panic was caught at the C boundary (library bug)\0"),
+        ROPE_INVALID_ENCODING_PARAMETER => {
+            ("ROPE_INVALID_ENCODING_PARAMETER\0", "a positional encoding parameter is out of its domain\0")
+        }
+        ROPE_ENCODING_BUFFER_TOO_SHORT => {
+            ("ROPE_ENCODING_BUFFER_TOO_SHORT\0", "an encoding buffer is shorter than its shape needs\0")
+        }
+        ROPE_ROW_STRIDE_TOO_SMALL => {
+            ("ROPE_ROW_STRIDE_TOO_SMALL\0", "row_stride is smaller than the row length\0")
+        }
+        ROPE_ENCODING_SIZE_OVERFLOW => {
+            ("ROPE_ENCODING_SIZE_OVERFLOW\0", "the extent of an encoding buffer overflows size_t\0")
+        }
+        ROPE_RAGGED_TABLE => ("ROPE_RAGGED_TABLE\0", "the table length is not a whole number of rows\0"),
+        ROPE_BEYOND_TRAINED_LENGTH => (
+            "ROPE_BEYOND_TRAINED_LENGTH\0",
+            "a position is past the learned table: the model cannot extrapolate beyond its trained length\0",
+        ),
+        ROPE_RELATIVE_INDEX_OVERFLOW => {
+            ("ROPE_RELATIVE_INDEX_OVERFLOW\0", "a relative position index does not fit in int32_t\0")
+        }
         _ => return None,
     })
 }

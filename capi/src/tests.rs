@@ -17,27 +17,27 @@ use rope_kernels::{
 use crate::*;
 
 /// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+    pub(crate) fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
         xs[self.below(xs.len() as u64) as usize]
     }
-    fn unit(&mut self) -> f32 {
+    pub(crate) fn unit(&mut self) -> f32 {
         (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
     }
 }
 
-fn cstr(p: *const core::ffi::c_char) -> &'static str {
+pub(crate) fn cstr(p: *const core::ffi::c_char) -> &'static str {
     // SAFETY: the library returns static NUL-terminated strings.
     unsafe { CStr::from_ptr(p) }.to_str().unwrap()
 }
@@ -84,10 +84,29 @@ fn every_rope_error_kind_has_its_status() {
         (RopeError::PositionOutOfRange { position: 3, rows: 2 }, ROPE_POSITION_OUT_OF_RANGE),
         (RopeError::TableShape, ROPE_TABLE_SHAPE),
         (RopeError::TierUnavailable, ROPE_TIER_UNAVAILABLE),
+        (
+            RopeError::InvalidEncodingParameter { name: "dim", requirement: "must be > 0" },
+            ROPE_INVALID_ENCODING_PARAMETER,
+        ),
+        (
+            RopeError::EncodingBufferTooShort { buffer: "x", needed: 2, len: 1 },
+            ROPE_ENCODING_BUFFER_TOO_SHORT,
+        ),
+        (RopeError::RowStrideTooSmall { buffer: "x", row_stride: 1, row_len: 2 }, ROPE_ROW_STRIDE_TOO_SMALL),
+        (RopeError::EncodingSizeOverflow { buffer: "x" }, ROPE_ENCODING_SIZE_OVERFLOW),
+        (RopeError::RaggedTable { len: 3, row_len: 2 }, ROPE_RAGGED_TABLE),
+        (RopeError::BeyondTrainedLength { position: 2, max_positions: 2 }, ROPE_BEYOND_TRAINED_LENGTH),
+        (RopeError::RelativeIndexOverflow { relative_position: -5 }, ROPE_RELATIVE_INDEX_OVERFLOW),
     ];
     for (e, s) in cases {
         assert_eq!(status::from_error(e), s, "{e:?}");
     }
+    // Each kind has its own status.
+    for (i, (_, a)) in cases.iter().enumerate() {
+        assert!(cases[i + 1..].iter().all(|(_, b)| a != b), "status {a} shared");
+    }
+    assert!(cstr(rope_status_str(ROPE_BEYOND_TRAINED_LENGTH))
+        .contains("cannot extrapolate beyond its trained length"));
 }
 
 #[test]

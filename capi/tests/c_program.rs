@@ -1,6 +1,6 @@
 //! Builds `capi/tests/test_capi.c` with the system C compiler against the static and the
 //! shared library, with and without AddressSanitizer + UBSan, and runs each build on
-//! results written here with the Rust API.
+//! results written here with the Rust API (RoPE and the sibling encodings).
 //!
 //! Cargo does not build a `staticlib`/`cdylib`-only library for integration tests, so the
 //! test runs `cargo build -p rope-kernels-capi` itself (same target dir, so usually only
@@ -12,10 +12,16 @@
 
 use std::env;
 use std::fs;
+use std::mem::size_of;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rope_kernels::{bf16, f16, Apply, HeadsMut, Rope, RopeConfig, Scaling, View};
+use rope_kernels::encodings::{
+    add_alibi, alibi_slopes, alibi_slopes_with_bias_max, deberta_log_bucket_position,
+    t5_relative_position_bucket, AlibiForm, LearnedElement, LearnedPositions, RelativeGrid,
+    RelativePositions, Sinusoidal, SinusoidalLayout,
+};
+use rope_kernels::{bf16, f16, Apply, Element, HeadsMut, Positions, Rope, RopeConfig, Scaling, View};
 
 const TOKENS: usize = 5;
 const HQ: usize = 32;
@@ -25,6 +31,45 @@ const THETA: f64 = 500_000.0;
 const START: u32 = 100;
 /// Llama 3.1 runs to 131072 positions; the last ones stress the angle computation.
 const POSITIONS: [u32; TOKENS] = [0, 1, 17, 4095, 131_071];
+
+// ---- The sibling encodings (issue 8); test_capi.c has the same constants. ----
+
+/// Sinusoidal: an odd width spanning two 64-column blocks, in rows padded to 80.
+const SD: usize = 77;
+const S_TOKENS: usize = 6;
+const S_STRIDE: usize = 80;
+const S_IDS: [u32; S_TOKENS] = [0, 1, 2, 1000, 65_535, 4_000_000_000];
+const S_START: u32 = 123_456;
+const S_ROWS: usize = 3;
+const S_TABLE_START: u32 = 7;
+const S_BASE2: f64 = 500.0;
+/// Learned: a table of 10 positions of width 16; embeddings in rows of 20.
+const LD: usize = 16;
+const LP: usize = 10;
+const L_TOKENS: usize = 4;
+const L_STRIDE: usize = 20;
+const L_IDS: [u32; L_TOKENS] = [3, 0, 9, 3];
+const L_START: u32 = 6;
+/// Relative: the schemes, each filled over every grid `(query_len, key_len, q_offset,
+/// k_offset)`: prefill-like, decode, and far from position 0.
+const SCHEMES: [RelativePositions; 6] = [
+    RelativePositions::Clipped { max_distance: 3 },
+    RelativePositions::ClippedIndex { max_distance: 3 },
+    RelativePositions::DebertaIndex { att_span: 4 },
+    RelativePositions::DebertaV2LogBucket { bucket_size: 8, max_position: 32 },
+    RelativePositions::T5Bucket { bidirectional: true, num_buckets: 32, max_distance: 128 },
+    RelativePositions::T5Bucket { bidirectional: false, num_buckets: 32, max_distance: 128 },
+];
+const GRIDS: [(usize, usize, u32, u32); 3] = [(5, 9, 4, 0), (3, 40, 50, 0), (2, 3, 4_000_000_000, 0)];
+/// Distances for the scalar T5 (32 buckets, max distance 128) and DeBERTa-v2 (256, 512)
+/// bucket functions.
+const DISTANCES: [i64; 16] = [-5000, -1000, -600, -129, -128, -12, -8, -1, 0, 1, 8, 12, 128, 129, 600, 1000];
+/// ALiBi: slopes of these head counts; the add on 3 heads of 4 x 7 scores, rows of 9.
+const A_HEADS: [usize; 3] = [8, 12, 5];
+const A_ADD_HEADS: usize = 3;
+const A_GRID: (usize, usize, u32, u32) = (4, 7, 3, 0);
+const A_STRIDE: usize = 9;
+const A_LEN: usize = (A_ADD_HEADS * A_GRID.0 - 1) * A_STRIDE + A_GRID.1;
 
 /// Linux link line of the static library (`--print native-static-libs`).
 const NATIVE_LIBS: [&str; 7] = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"];
@@ -59,6 +104,116 @@ fn rotate<T: rope_kernels::Element>(rope: &Rope, q: &[T], k: &[T], opts: &Apply<
     (q, k)
 }
 
+/// Appends the native-endian bytes of every value.
+fn put<T: Copy, const N: usize>(out: &mut Vec<u8>, values: &[T], bytes: fn(T) -> [u8; N]) {
+    values.iter().for_each(|v| out.extend_from_slice(&bytes(*v)));
+}
+
+/// Appends values of an element type as their bit patterns (`uint16_t` for f16, bf16).
+fn put_bits<T: Element>(out: &mut Vec<u8>, values: &[T]) {
+    for v in values {
+        let b = v.to_bits_u32();
+        match size_of::<T>() {
+            2 => out.extend_from_slice(&(b as u16).to_ne_bytes()),
+            _ => out.extend_from_slice(&b.to_ne_bytes()),
+        }
+    }
+}
+
+fn convert<T: Element>(v: &[f32]) -> Vec<T> {
+    v.iter().map(|x| T::from_f32(*x)).collect()
+}
+
+fn sinusoidal_added<T: Element>(pe: &Sinusoidal, x: &[T], positions: Positions<'_>) -> Vec<T> {
+    let mut x = x.to_vec();
+    pe.add_to(&mut x, S_TOKENS, S_STRIDE, positions).expect("Rust sinusoidal add");
+    x
+}
+
+fn learned_added<T: Element, P: LearnedElement<T>>(table: &[P], x: &[T], positions: Positions<'_>) -> Vec<T> {
+    let mut x = x.to_vec();
+    let wpe = LearnedPositions::new(table, LD).expect("Rust learned table");
+    wpe.add_to(&mut x, L_TOKENS, L_STRIDE, positions).expect("Rust learned add");
+    x
+}
+
+/// The encodings' part of the expected file (`load_encodings` in test_capi.c).
+fn write_encodings(out: &mut Vec<u8>) {
+    let (ids, start) = (Positions::Ids(&S_IDS), Positions::Start(S_START));
+    let inter = Sinusoidal::new(SD, SinusoidalLayout::Interleaved).expect("sinusoidal");
+    let concat = Sinusoidal::new(SD, SinusoidalLayout::Concatenated).expect("sinusoidal");
+    let x = inputs(S_TOKENS * S_STRIDE, 3);
+    let (xh, xb) = (convert::<f16>(&x), convert::<bf16>(&x));
+    let mut table_inter = vec![0f32; S_ROWS * SD];
+    inter.fill_table(S_TABLE_START, &mut table_inter).expect("fill");
+    let mut table_concat = vec![0f32; S_ROWS * SD];
+    let concat500 = Sinusoidal::with_base(SD, SinusoidalLayout::Concatenated, S_BASE2).expect("base");
+    concat500.fill_table(S_TABLE_START, &mut table_concat).expect("fill");
+    put_bits(out, &x);
+    put_bits(out, &sinusoidal_added(&inter, &x, ids));
+    put_bits(out, &sinusoidal_added(&concat, &x, start));
+    put_bits(out, &xh);
+    put_bits(out, &sinusoidal_added(&inter, &xh, ids));
+    put_bits(out, &xb);
+    put_bits(out, &sinusoidal_added(&concat, &xb, start));
+    put_bits(out, &table_inter);
+    put_bits(out, &table_concat);
+
+    let (ids, start) = (Positions::Ids(&L_IDS), Positions::Start(L_START));
+    let table = inputs(LP * LD, 4);
+    let (th, tb) = (convert::<f16>(&table), convert::<bf16>(&table));
+    let lx: Vec<f32> = inputs(L_TOKENS * L_STRIDE, 5).iter().map(|v| v * 8.0).collect();
+    let (lxh, lxb) = (convert::<f16>(&lx), convert::<bf16>(&lx));
+    put_bits(out, &table);
+    put_bits(out, &th);
+    put_bits(out, &tb);
+    put_bits(out, &lx);
+    put_bits(out, &lxh);
+    put_bits(out, &lxb);
+    put_bits(out, &learned_added(&table, &lx, ids));
+    put_bits(out, &learned_added(&th, &lxh, ids));
+    put_bits(out, &learned_added(&tb, &lxb, start));
+    put_bits(out, &learned_added(&table, &lxh, ids));
+    put_bits(out, &learned_added(&table, &lxb, start));
+
+    for scheme in SCHEMES {
+        for (q, k, qo, ko) in GRIDS {
+            let mut m = vec![0i32; q * k];
+            scheme.fill(&mut m, RelativeGrid::new(q, k).with_offsets(qo, ko)).expect("Rust relative fill");
+            put(out, &m, i32::to_ne_bytes);
+        }
+    }
+    for bidirectional in [true, false] {
+        for d in DISTANCES {
+            let b = t5_relative_position_bucket(d, bidirectional, 32, 128).expect("t5 bucket");
+            out.extend_from_slice(&b.to_ne_bytes());
+        }
+    }
+    for d in DISTANCES {
+        let b = deberta_log_bucket_position(d, 256, 512).expect("deberta bucket");
+        out.extend_from_slice(&b.to_ne_bytes());
+    }
+
+    for n in A_HEADS {
+        let mut s = vec![0f32; n];
+        alibi_slopes(&mut s);
+        put_bits(out, &s);
+    }
+    let mut s16 = [0f32; 4];
+    alibi_slopes_with_bias_max(&mut s16, 16.0).expect("bias max");
+    put_bits(out, &s16);
+    let scores: Vec<f32> = inputs(A_LEN, 6).iter().map(|v| v * 4.0).collect();
+    let mut slopes = [0f32; A_ADD_HEADS];
+    alibi_slopes(&mut slopes);
+    let grid = RelativeGrid::new(A_GRID.0, A_GRID.1).with_offsets(A_GRID.2, A_GRID.3);
+    put_bits(out, &scores);
+    for form in [AlibiForm::Causal, AlibiForm::Symmetric] {
+        let mut s = scores.clone();
+        add_alibi(&mut s, A_STRIDE, grid, &slopes, form).expect("Rust ALiBi add");
+        put_bits(out, &s);
+    }
+}
+
 /// Writes the file `test_capi.c` reads (its `load` lists the order).
 fn write_expected(path: &Path) {
     let cfg = RopeConfig::new(HD, THETA).with_scaling(Scaling::Llama3 {
@@ -82,7 +237,7 @@ fn write_expected(path: &Path) {
     let (qb_fwd, kb_fwd) = rotate(&rope, &qb, &kb, &ids);
 
     let mut out = Vec::new();
-    for v in [0x5443_4B52u32, 1, TOKENS as u32, HQ as u32, HKV as u32, HD as u32] {
+    for v in [0x5443_4B52u32, 2, TOKENS as u32, HQ as u32, HKV as u32, HD as u32] {
         out.extend_from_slice(&v.to_ne_bytes());
     }
     POSITIONS.iter().for_each(|p| out.extend_from_slice(&p.to_ne_bytes()));
@@ -98,6 +253,7 @@ fn write_expected(path: &Path) {
     for a in [&qb, &kb, &qb_fwd, &kb_fwd] {
         a.iter().for_each(|v| out.extend_from_slice(&v.to_bits().to_ne_bytes()));
     }
+    write_encodings(&mut out);
     fs::write(path, out).expect("write expected data");
 }
 

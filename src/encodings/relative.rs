@@ -137,7 +137,9 @@ impl T5 {
             //              * (num_buckets - max_exact)).to(long), each op in f32.
             let x = n as f32 / self.max_exact as f32;
             let scaled = (logf(x) / self.log_ratio) * (self.buckets - self.max_exact) as f32;
-            let large = max_exact as i64 + scaled as i64;
+            // `as i64` saturates; the sum too (a distance far past `max_distance` with a
+            // base barely above 1 would overflow): such distances share the last bucket.
+            let large = (max_exact as i64).saturating_add(scaled as i64);
             large.min(i64::from(self.buckets) - 1)
         };
         // < num_buckets <= i32::MAX.
@@ -379,5 +381,26 @@ impl RelativePositions {
         let mut out = alloc::vec![0i32; n];
         self.fill(&mut out, grid)?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn t5_far_distances_with_a_base_near_one_stay_in_the_last_bucket() {
+        // max_distance = max_exact + 1 with 2^30 - 1 buckets per direction: the scaled
+        // logarithm of an i64 distance saturates `as i64`; the sum must not overflow.
+        let (num_buckets, max_exact) = (i32::MAX as u32, (1u32 << 30) - 1);
+        for rel in [i64::MIN, i64::MIN + 1, -(1 << 62), i64::from(i32::MIN) * 4] {
+            let b = t5_relative_position_bucket(rel, false, num_buckets, max_exact + 1);
+            assert_eq!(b, Ok(i32::MAX - 1), "{rel}");
+            // Bidirectional: 2^30 - 1 buckets per direction, max_exact 2^29 - 1.
+            let b = t5_relative_position_bucket(rel.saturating_neg(), true, num_buckets, max_exact / 2 + 1);
+            assert_eq!(b, Ok(i32::MAX - 2), "{rel}");
+            let b = t5_relative_position_bucket(rel, true, num_buckets, max_exact / 2 + 1);
+            assert_eq!(b, Ok((1 << 30) - 2), "{rel}");
+        }
     }
 }

@@ -190,6 +190,10 @@ impl Sinusoidal {
         }
         let rows = out.len() / self.dim;
         max_position(rows, &Positions::Start(start))?;
+        if rows == 0 {
+            // Nothing to write; skip the column loop, whose cost grows with `dim`.
+            return Ok(());
+        }
         for c0 in (0..self.dim).step_by(BLOCK) {
             let n = BLOCK.min(self.dim - c0);
             let cols = self.columns(c0, n);
@@ -239,6 +243,10 @@ impl Sinusoidal {
     ) -> Result<(), RopeError> {
         max_position(tokens, &positions)?;
         check_rows("embeddings", tokens, self.dim, row_stride, x.len())?;
+        if tokens == 0 {
+            // Nothing to write; skip the column loop, whose cost grows with `dim`.
+            return Ok(());
+        }
         let add = add_row_fn::<T, f32>();
         let mut pe = [0.0f32; BLOCK];
         for c0 in (0..self.dim).step_by(BLOCK) {
@@ -282,5 +290,17 @@ mod tests {
         );
         let pe = Sinusoidal::new(1, SinusoidalLayout::Concatenated).unwrap();
         assert_eq!(pe.column(0), Column::Zero);
+    }
+
+    #[test]
+    fn empty_calls_return_at_once_whatever_the_width() {
+        // Without the early return these would generate 2^58 column blocks.
+        let pe = Sinusoidal::new(usize::MAX / 2, SinusoidalLayout::Interleaved).unwrap();
+        assert_eq!(pe.fill_table(7, &mut []), Ok(()));
+        assert_eq!(pe.add_to::<f32>(&mut [], 0, 0, Positions::Start(0)), Ok(()));
+        assert_eq!(
+            pe.add_to::<f32>(&mut [], 0, 0, Positions::Ids(&[1])),
+            Err(RopeError::PositionCountMismatch { tokens: 0, positions: 1 })
+        );
     }
 }
