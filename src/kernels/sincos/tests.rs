@@ -99,7 +99,7 @@ fn sample_size() -> usize {
     if cfg!(miri) {
         8
     } else {
-        12_000
+        8_000
     }
 }
 
@@ -260,7 +260,7 @@ fn accuracy_check_fails_on_naive_f32_angle() {
     let libm_row = |freqs: &Frequencies, p: u32, c: &mut [f32], s: &mut [f32]| {
         fill_row_libm(freqs, AngleMode::Exact, p, c, s);
     };
-    let (el, _) = max_errors(&positions, 1 << 32, &libm_row, None);
+    let (el, _) = max_errors(&positions[positions.len() / 2..], 1 << 32, &libm_row, None);
     println!("former libm path: max error {el:.3e}");
 }
 
@@ -312,11 +312,12 @@ fn hf_mode_clamps_huge_angles() {
 #[test]
 #[cfg_attr(miri, ignore = "arithmetic only: runs natively and under qemu")]
 fn hf_mode_accurate_up_to_the_clamp() {
+    // f32 angles up to the clamp, log-uniform.
     let mut rng = Rng(5);
-    for a in [HF_MAX_ANGLE, (1u64 << 40) as f64, f64::from(3.0e13f32)].into_iter().chain((0..2000).map(|_| {
-        let e = (rng.next() % 50) as i32;
-        (libm::ldexp(1.0 + rng.unit(), e) as f32).into()
-    })) {
+    let mut angles = [HF_MAX_ANGLE, (1u64 << 40) as f64, f64::from(3.0e13f32)].to_vec();
+    angles
+        .extend((0..2000).map(|_| f64::from(libm::ldexp(1.0 + rng.unit(), (rng.next() % 50) as i32) as f32)));
+    for a in angles {
         let (rc, rs) = ref_cos_sin(a, 0.0);
         let (cc, sc) = cos_sin(Scalar, a, HF_TURNS.0, HF_TURNS.1);
         // 1.7e-12 (polynomial) + 2π (2^-54 + 3 * 2^-85 |a|) (module docs).
