@@ -54,22 +54,27 @@
 //! delta(p) <= 2^-54 + 3 * 2^-74 * p * D + 2^-104 * p * C      turns
 //! ```
 //!
-//! (`lo` is rounded to f64, `P * lo` and `r + P * lo` each round once; the double-double
-//! `C` is good to `2^-104 C`; every other step is exact). The polynomials are within
-//! `1.70e-12` (sin) and `6.2e-14` (cos) of the true functions, evaluation rounding included
-//! (measured on a dense grid by `tools/sincos_coefficients.py` and by the unit test
-//! `polynomials_within_bound`). So before the final rounding
+//! (`lo` is rounded to f64, `P * lo` and `r + P * lo` each round once, `|lo| <= 2^-21 D`
+//! about; the double-double `C` is good to `2^-104 C`; every other step is exact). The
+//! polynomials are within `1.6941e-12` (sin) and `6.153e-14` (cos) of the true functions
+//! (Remez, exact arithmetic); rounding the coefficients to f64 and the f64 Horner evaluation
+//! add at most about `1e-15`, and the measured total on a dense grid is `1.694e-12` and
+//! `6.17e-14` (`tools/sincos_coefficients.py`, unit test `polynomials_within_bound`). The
+//! quadrant step is exact, so before the attention factor and the final rounding
 //!
 //! ```text
-//! |cos - cos_true|, |sin - sin_true| <= 1.70e-12 + 2π * delta(p) + 2^-52     (f64 value)
+//! |cos - cos_true|, |sin - sin_true| <= 1.70e-12 + 2π * delta(p)      (f64 values)
 //! ```
 //!
-//! which for every `u32` position and `inv_freq <= 1` is at most `2.5e-12`
-//! (the position term is `6.8e-13` at `p = 2^32`: it grows linearly, from `3.5e-16` at
-//! `p = 0`). With `attention_factor` 1, the f32 result is within `2^-25 + 2.5e-12 <= 2.99e-8`
-//! of the true value at every `u32` position: about 1/8 of an f32 ulp above the correctly
-//! rounded result, and far inside the 2.5e-7 target. For a general `attention_factor` the
-//! bound is `ulp_f32(attention_factor) / 2 + attention_factor * 2.5e-12`.
+//! which for every `u32` position and `inv_freq <= 1` is at most `2.5e-12` (the position
+//! term is `6.8e-13` at `p = 2^32`: it grows linearly, from `3.5e-16` at `p = 0`). The same
+//! formula holds for any `inv_freq < 2^996` (where Dekker's product stays exact), with
+//! `D <= 1/2`. With `attention_factor` 1, the f32 result is within
+//! `2^-25 + 2.5e-12 <= 2.99e-8` of the true value at every `u32` position: the half ulp of
+//! correct rounding plus 4e-5 of an ulp, far inside the 2.5e-7 target (the result is the
+//! correctly rounded one unless the true value lies within 2.5e-12 of a rounding boundary).
+//! For a general `attention_factor` the bound is half an f32 ulp of the result plus
+//! `attention_factor * (2.5e-12 + 2^-53)`.
 //!
 //! `HfCompatible` computes cos and sin of the f32 angle `A` with the same bound, `p * D`
 //! replaced by `|A| / 2π` (the `lo` part of `1/2π` is 32 bits below `hi`):
