@@ -32,26 +32,33 @@ fn row(c: &mut Criterion) {
     let freqs = rope.frequencies();
     let mut g = c.benchmark_group("row");
     let (mut cos, mut sin) = ([0.0f32; PAIRS], [0.0f32; PAIRS]);
-    let mut p = POSITION;
+    // Positions cycle through 1024 values from `start`: libm's cost depends on the angle
+    // (large arguments take its slow reduction), the generator's does not.
+    let cycle = |start: u32, i: &mut u32| {
+        *i = (*i + 1) & 1023;
+        black_box(start + *i)
+    };
     for tier in gen::tiers() {
         for mode in [AngleMode::Exact, AngleMode::HfCompatible] {
             let name = format!("{tier}/{}", if mode == AngleMode::Exact { "exact" } else { "hf" });
             g.bench_function(name, |b| {
+                let mut i = 0;
                 b.iter(|| {
-                    p = p.wrapping_add(1);
-                    gen::fill_row(tier, freqs, mode, black_box(p), &mut cos, &mut sin);
+                    gen::fill_row(tier, freqs, mode, cycle(POSITION, &mut i), &mut cos, &mut sin);
                     black_box((&cos, &sin));
                 })
             });
         }
     }
-    g.bench_function("libm/exact", |b| {
-        b.iter(|| {
-            p = p.wrapping_add(1);
-            gen::fill_row_libm(freqs, AngleMode::Exact, black_box(p), &mut cos, &mut sin);
-            black_box((&cos, &sin));
-        })
-    });
+    for (name, start) in [("libm/exact", POSITION), ("libm/exact@2^30", 1 << 30)] {
+        g.bench_function(name, |b| {
+            let mut i = 0;
+            b.iter(|| {
+                gen::fill_row_libm(freqs, AngleMode::Exact, cycle(start, &mut i), &mut cos, &mut sin);
+                black_box((&cos, &sin));
+            })
+        });
+    }
     g.finish();
 }
 
