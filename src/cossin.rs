@@ -7,6 +7,7 @@
 use crate::config::AngleMode;
 use crate::error::RopeError;
 use crate::freq::Frequencies;
+use crate::kernels::sincos::{RowInputs, SinCos};
 
 /// A table of cos/sin rows indexed by position, borrowed from the caller (no allocation).
 ///
@@ -88,13 +89,31 @@ impl<'a> CosSinTable<'a> {
     }
 }
 
-/// Fills one cos/sin row for `position` (scalar reference generator).
+/// Fills one cos/sin row for `position` with the generator `gen` (the one of the tier in
+/// use; see [`kernels::sincos`](crate::kernels::sincos) for the algorithm and its error
+/// bound): `cos[i] = f32(attention_factor * cos(angle_i))`, the same for `sin`, with one
+/// rounding to f32.
 ///
-/// `Exact`: the angle `position * inv_freq[i]` is formed in f64, cos and sin are taken in
-/// f64 and multiplied by the attention factor in f64, then rounded once to f32.
-/// `HfCompatible`: the angle is `f32(position) * inv_freq_f32[i]` rounded in f32 (as
-/// transformers forms it), then the same f64 cos/sin of that angle.
+/// `Exact`: `angle_i` is the exact product of `position` and the f64 `inv_freq[i]`, reduced
+/// exactly modulo 2π. `HfCompatible`: `angle_i = f32(position) * inv_freq_f32[i]` rounded in
+/// f32 (as transformers forms it), then the same accurate reduction of that f32 angle.
+#[inline]
 pub(crate) fn fill_row(
+    gen: SinCos,
+    freqs: &Frequencies,
+    mode: AngleMode,
+    position: u32,
+    cos: &mut [f32],
+    sin: &mut [f32],
+) {
+    gen.fill(&RowInputs::new(freqs, mode), position, cos, sin);
+}
+
+/// The former generator, kept only as a test and benchmark reference: the angle
+/// `position * inv_freq[i]` formed by one f64 multiplication (`HfCompatible`: the f32
+/// product), cos and sin by `libm` in f64, times the attention factor in f64, rounded once to
+/// f32. Above position 2^24 the f64 product itself is off by up to `2^-53 * angle`.
+pub(crate) fn fill_row_libm(
     freqs: &Frequencies,
     mode: AngleMode,
     position: u32,

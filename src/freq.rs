@@ -499,6 +499,11 @@ pub struct Frequencies {
     attention_factor: f64,
     /// The f32 table came from the caller and survives per-call recomputation.
     caller_f32: bool,
+    // `inv_freq / 2π` (turns per position) modulo 1, split as `turns_hi + turns_lo` with
+    // `turns_hi` of at most 21 significant bits, for the exact range reduction of the
+    // cos/sin generator (`kernels::sincos`). Derived from `inv_freq` in `sync_f32`.
+    turns_hi: [f64; MAX_PAIRS],
+    turns_lo: [f64; MAX_PAIRS],
 }
 
 impl Frequencies {
@@ -534,6 +539,8 @@ impl Frequencies {
             pairs,
             attention_factor: 1.0,
             caller_f32: false,
+            turns_hi: [0.0; MAX_PAIRS],
+            turns_lo: [0.0; MAX_PAIRS],
         };
         let d = config.rotary_dim as f64;
         let theta = config.theta;
@@ -684,6 +691,22 @@ impl Frequencies {
         for i in 0..self.pairs {
             self.inv_freq_f32[i] = self.inv_freq[i] as f32;
         }
+        let n = self.pairs;
+        crate::kernels::sincos::split_turns(
+            &self.inv_freq[..n],
+            &mut self.turns_hi[..n],
+            &mut self.turns_lo[..n],
+        );
+    }
+
+    /// High parts of `inv_freq / 2π mod 1` (at most 21 significant bits each).
+    pub(crate) fn turns_hi(&self) -> &[f64] {
+        &self.turns_hi[..self.pairs]
+    }
+
+    /// Low parts of `inv_freq / 2π mod 1`.
+    pub(crate) fn turns_lo(&self) -> &[f64] {
+        &self.turns_lo[..self.pairs]
     }
 
     /// `inv_freq`, `rotary_dim / 2` values, radians per position.

@@ -48,3 +48,6 @@ pub use freq::{Frequencies, LongRopeParams, PairFactors, Scaling, YarnParams};
 pub use half::{bf16, f16};
 pub use rope::{Apply, CosSin, Direction, Heads, HeadsMut, Positions, Rope};
 pub use view::View;
+
+#[doc(hidden)]
+pub use kernels::sincos::bench as __sincos_bench;

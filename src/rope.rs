@@ -6,6 +6,7 @@ use crate::dispatch::{self, Tier};
 use crate::element::Element;
 use crate::error::{Operand, RopeError};
 use crate::freq::Frequencies;
+use crate::kernels::sincos::SinCos;
 use crate::kernels::{Kernels, RotateArgs};
 use crate::view::View;
 
@@ -276,8 +277,9 @@ impl Rope {
             return Err(RopeError::PositionOverflow);
         }
         let freqs = self.frequencies_at(u64::from(start) + rows as u64)?;
+        let gen = SinCos::for_tier(self.tier());
         for (r, (c, s)) in cos.chunks_exact_mut(pairs).zip(sin.chunks_exact_mut(pairs)).enumerate() {
-            fill_row(&freqs, self.config.angle_mode, start + r as u32, c, s);
+            fill_row(gen, &freqs, self.config.angle_mode, start + r as u32, c, s);
         }
         Ok(())
     }
@@ -541,6 +543,7 @@ impl Rope {
 
         let kernels = self.kernels();
         let rotate = T::rotate_fn(kernels);
+        let gen = SinCos::for_tier(kernels.tier);
         let layout: Layout = self.config.layout;
         let inverse = opts.direction == Direction::Inverse;
         let mode: AngleMode = self.config.angle_mode;
@@ -551,7 +554,7 @@ impl Rope {
             let pos = opts.positions.get(t);
             let (cos, sin): (&[f32], &[f32]) = match opts.cos_sin {
                 CosSin::OnTheFly => {
-                    fill_row(freqs, mode, pos, &mut cos_buf[..pairs], &mut sin_buf[..pairs]);
+                    fill_row(gen, freqs, mode, pos, &mut cos_buf[..pairs], &mut sin_buf[..pairs]);
                     (&cos_buf[..pairs], &sin_buf[..pairs])
                 }
                 CosSin::Table(table) => table.row_in_range(pos),

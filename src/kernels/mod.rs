@@ -19,6 +19,7 @@ use crate::config::Layout;
 use crate::dispatch::Tier;
 
 pub(crate) mod scalar;
+pub(crate) mod sincos;
 
 /// Arguments of one rotate call: the heads of one token of one tensor.
 ///

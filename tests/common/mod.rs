@@ -99,10 +99,33 @@ pub fn pairs(layout: Layout, rotary_dim: usize) -> Vec<(usize, usize)> {
     }
 }
 
+/// 2π as a sum of three f64 values (≈ 160 bits).
+const TWO_PI: [f64; 3] = [core::f64::consts::TAU, 2.4492935982947064e-16, -5.989539619436679e-33];
+
+/// sin and cos of the exact real product `position * inv_freq`, good to about 1e-15.
+///
+/// A plain f64 product is off by up to 2^-53 of the angle (2.4e-7 rad near 2^32), more than
+/// the kernel's error, so the product is kept error-free (`h + l`, with an FMA) and reduced
+/// modulo a three-part 2π before taking sin/cos.
+pub fn exact_sin_cos(position: u32, inv_freq: f64) -> (f64, f64) {
+    let two_prod = |a: f64, b: f64| {
+        let h = a * b;
+        (h, a.mul_add(b, -h))
+    };
+    let (h, l) = two_prod(f64::from(position), inv_freq);
+    let k = (h / TWO_PI[0]).round();
+    let (m0, e0) = two_prod(k, TWO_PI[0]);
+    let (m1, e1) = two_prod(k, TWO_PI[1]);
+    let m2 = k * TWO_PI[2];
+    // h - m0 is exact (Sterbenz) when k >= 1; the small terms are added after.
+    let r = (h - m0) + (((l - e0) - m1) - (e1 + m2));
+    r.sin_cos()
+}
+
 /// The `head_dim × head_dim` block-diagonal rotation matrix `R_p` (row-major, f64) of `rope`
 /// at `position`, or its transpose `R_p^T = R_{-p}` when `inverse`. Pair `i` gets the block
 /// `[[c, -s], [s, c]]` with `c = af * cos(p * inv_freq[i])`, `s = af * sin(p * inv_freq[i])`,
-/// the angle formed in f64 from the crate's f64 `inv_freq`; dims past `rotary_dim` get 1.
+/// the angle the exact product of `p` and the crate's f64 `inv_freq` ([`exact_sin_cos`]); dims past `rotary_dim` get 1.
 pub fn rotation_matrix(rope: &Rope, position: u32, inverse: bool) -> Vec<f64> {
     let cfg = rope.config();
     let hd = cfg.head_dim;
@@ -113,8 +136,7 @@ pub fn rotation_matrix(rope: &Rope, position: u32, inverse: bool) -> Vec<f64> {
         m[j * hd + j] = 1.0;
     }
     for (i, (a, b)) in pairs(cfg.layout, cfg.rotary_dim).into_iter().enumerate() {
-        let theta = f64::from(position) * freqs.inv_freq()[i];
-        let (s, c) = theta.sin_cos();
+        let (s, c) = exact_sin_cos(position, freqs.inv_freq()[i]);
         let (c, s) = (af * c, af * s);
         let s = if inverse { -s } else { s };
         m[a * hd + a] = c;
