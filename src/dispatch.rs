@@ -121,6 +121,11 @@ fn features() -> u8 {
 
 /// The kernel table of `tier`, or `None` if this build or CPU lacks it.
 pub(crate) fn kernels_for(tier: Tier) -> Option<&'static Kernels> {
+    // Test-only: a deliberately broken kernel in the portable tier's slot (kernels/mutant.rs).
+    #[cfg(feature = "__broken-tier-for-fuzz-demo")]
+    if tier == Tier::Portable {
+        return Some(&kernels::mutant::KERNELS);
+    }
     match tier {
         Tier::Scalar => Some(&kernels::scalar::KERNELS),
         Tier::Portable => portable(),

@@ -488,6 +488,12 @@ fn ntk_dim(rotary_dim: usize) -> Result<(), RopeError> {
     }
 }
 
+/// The largest accepted `inv_freq`, 2^95 radians per position: the angle of any `u32`
+/// position is then below 2^127, finite in f32 (`HfCompatible`) as in f64. Real models use
+/// at most 1 (theta > 1); larger values only come from degenerate parameters, whose cos/sin
+/// would otherwise be NaN.
+pub(crate) const MAX_INV_FREQ: f64 = 39_614_081_257_132_168_796_771_975_168.0; // 2^95
+
 /// The frequencies of one configuration at one sequence length: `rotary_dim / 2` values of
 /// `inv_freq` (radians per position) and the `attention_factor` that multiplies cos and
 /// sin. Fixed-size, so it lives on the stack.
@@ -527,9 +533,12 @@ impl Frequencies {
     /// Any error of [`RopeConfig::validate`]; [`RopeError::InvalidScalingParameter`]
     /// (`"rope_theta"`) for YaRN with `theta == 1` (its correction range divides by
     /// `ln theta`); [`RopeError::InvalidTheta`] when a theta that passes validation is so
-    /// small that an unscaled `inv_freq` overflows f64; and
+    /// small that an unscaled `inv_freq` exceeds 2^95 radians per position (the bound that
+    /// keeps the angle of every `u32` position finite in f32 as well as in f64);
     /// [`RopeError::InvalidScalingParameter`] (naming the method's main parameter) if
-    /// individually valid parameters still over- or underflow to a non-finite frequency.
+    /// individually valid parameters still give a frequency that is not finite or exceeds
+    /// 2^95; and [`RopeError::InvalidScalingParameter`] (`"attention_factor"`) for an
+    /// attention factor above `f32::MAX` (cos/sin rows are f32).
     pub fn new(config: &RopeConfig, seq_len: u64) -> Result<Self, RopeError> {
         config.validate()?;
         let pairs = config.pairs();
@@ -631,15 +640,21 @@ impl Frequencies {
                 inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(theta, i) / ff[i]);
             }
         }
-        if f.inv_freq().iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
-            // A finite theta > 0 can be so small (subnormal) that `theta^(2i/d)` underflows
-            // and its inverse overflows; otherwise the scaling parameters are to blame
-            // (e.g. a linear factor of 1e-310). An infinite frequency would make every
-            // output NaN.
-            if !unscaled(theta, pairs - 1).is_finite() {
+        // `contains` is false for NaN and infinity.
+        let in_range = |v: f64| (0.0..=MAX_INV_FREQ).contains(&v);
+        if !f.inv_freq().iter().all(|v| in_range(*v)) {
+            // A finite theta > 0 can be so small that `theta^(2i/d)` underflows and its
+            // inverse overflows (or exceeds the bound); otherwise the scaling parameters are
+            // to blame (e.g. a linear factor of 1e-30). An angle that overflows would make
+            // cos/sin, and so every output, NaN.
+            if !in_range(unscaled(theta, pairs - 1)) {
                 return Err(RopeError::InvalidTheta);
             }
             return Err(RopeError::InvalidScalingParameter { name: config.scaling.primary_parameter() });
+        }
+        if !(0.0..=f64::from(f32::MAX)).contains(&f.attention_factor) {
+            // cos/sin rows are `attention_factor * cos(angle)` rounded to f32.
+            return Err(RopeError::InvalidScalingParameter { name: "attention_factor" });
         }
         f.sync_f32();
         Ok(f)
@@ -673,13 +688,14 @@ impl Frequencies {
     ///
     /// # Errors
     /// [`RopeError::InvFreqLength`] if `inv_freq_f32.len() != rotary_dim / 2`;
-    /// [`RopeError::InvalidScalingParameter`] (`"inv_freq"`) for a value that is not
-    /// finite and ≥ 0. Nothing changes on error.
+    /// [`RopeError::InvalidScalingParameter`] (`"inv_freq"`) for a value that is not in
+    /// `[0, 2^95]` (larger ones overflow the f32 angle of large positions). Nothing changes
+    /// on error.
     pub fn set_inv_freq_f32(&mut self, inv_freq_f32: &[f32]) -> Result<(), RopeError> {
         if inv_freq_f32.len() != self.pairs {
             return Err(RopeError::InvFreqLength { expected: self.pairs, len: inv_freq_f32.len() });
         }
-        if inv_freq_f32.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+        if !inv_freq_f32.iter().all(|v| (0.0..=MAX_INV_FREQ).contains(&f64::from(*v))) {
             return Err(RopeError::InvalidScalingParameter { name: "inv_freq" });
         }
         self.inv_freq_f32[..self.pairs].copy_from_slice(inv_freq_f32);

@@ -67,7 +67,7 @@ pub struct ModelConfig {
     /// no position and precede the rotary part (apply RoPE to a view starting at this
     /// offset with `head_stride = nope_head_dim + head_dim`). 0 for every other model.
     pub nope_head_dim: usize,
-    /// The validated RoPE configuration (exact angles).
+    /// The validated RoPE configuration (exact angles): [`Rope::new`](crate::Rope::new) accepts it.
     pub rope: RopeConfig,
     /// `max_position_embeddings` (`n_positions`), if present.
     pub max_position_embeddings: Option<u64>,
@@ -375,7 +375,9 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
     let rope_config =
         RopeConfig { head_dim, rotary_dim, layout, theta, scaling, angle_mode: AngleMode::Exact };
     let sources = Sources { head_dim: head_src, rotary_dim: rotary_src, theta: theta_src };
-    rope_config.validate().map_err(|error| invalid(error, &sources, rope))?;
+    // As `Rope::new` checks it (field domains, then frequencies that stay finite for every
+    // call length), so a loaded configuration always builds a `Rope`.
+    crate::Rope::new(rope_config.clone()).map_err(|error| invalid(error, &sources, rope))?;
     Ok(ModelConfig {
         model_type,
         num_attention_heads: heads,

@@ -162,9 +162,17 @@ impl Rope {
     /// ```
     ///
     /// # Errors
-    /// Any error of [`RopeConfig::validate`], and those of [`Frequencies::new`].
+    /// Any error of [`RopeConfig::validate`], and those of [`Frequencies::new`], for the
+    /// first call and, when the frequencies depend on the call length (dynamic NTK,
+    /// LongRoPE's long factors), for the longest call (positions up to `u32::MAX`): a `Rope`
+    /// that is built computes the frequencies of every call without error.
     pub fn new(config: RopeConfig) -> Result<Self, RopeError> {
         let freqs = Frequencies::new(&config, 0)?;
+        if config.scaling.depends_on_seq_len() {
+            // Dynamic NTK's frequencies shrink as the length grows, LongRoPE has two regimes:
+            // the shortest and the longest call cover every call in between.
+            Frequencies::new(&config, 1 << 32)?;
+        }
         Ok(Rope { config, freqs, tier: None })
     }
 
@@ -219,8 +227,8 @@ impl Rope {
     ///
     /// # Errors
     /// [`RopeError::InvFreqLength`] if `inv_freq.len() != rotary_dim / 2`;
-    /// [`RopeError::InvalidScalingParameter`] (`"inv_freq"`) for a value that is not finite
-    /// and ≥ 0.
+    /// [`RopeError::InvalidScalingParameter`] (`"inv_freq"`) for a value outside `[0, 2^95]`
+    /// (see [`Frequencies::set_inv_freq_f32`]).
     pub fn with_hf_inv_freq(mut self, inv_freq: &[f32]) -> Result<Self, RopeError> {
         self.freqs.set_inv_freq_f32(inv_freq)?;
         self.config.angle_mode = AngleMode::HfCompatible;

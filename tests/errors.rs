@@ -13,7 +13,7 @@ use common::*;
 use rope_kernels::dispatch::{self, ALL_TIERS};
 use rope_kernels::{
     bf16, f16, Apply, CosSinTable, Frequencies, Heads, HeadsMut, Layout, Operand, Rope, RopeConfig,
-    RopeError, Scaling, View, MAX_ROTARY_DIM,
+    RopeError, Scaling, View, YarnParams, MAX_ROTARY_DIM,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -294,11 +294,13 @@ fn invalid_theta() -> Vec<RopeError> {
         .map(|theta| config_err(RopeConfig::new(8, theta), RopeError::InvalidTheta))
         .collect();
     // Subnormal theta: theta^(126/128) underflows to below 1 / f64::MAX, so inv_freq[63] is
-    // infinite and every output of that pair would be NaN. (With head_dim 8 the same theta
-    // still gives finite frequencies and is accepted.)
+    // infinite and every output of that pair would be NaN.
     let tiny = f64::MIN_POSITIVE / 1e10;
     errs.push(freq_err(RopeConfig::new(128, tiny), RopeError::InvalidTheta));
-    assert!(Rope::new(RopeConfig::new(8, tiny)).is_ok());
+    // A finite inv_freq above 2^95 (the angle of position u32::MAX would overflow f32): with
+    // head_dim 8, inv_freq[3] = theta^(-3/4) is 1e30 for theta 1e-40; 3.2e28 for 1e-38.
+    errs.push(freq_err(RopeConfig::new(8, 1e-40), RopeError::InvalidTheta));
+    assert!(Rope::new(RopeConfig::new(8, 1e-38)).is_ok());
     errs
 }
 
@@ -310,10 +312,16 @@ fn invalid_scaling_parameter() -> Vec<RopeError> {
         .collect();
     // A factor so small that inv_freq[0] / factor = 1 / 1e-310 overflows.
     errs.push(freq_err(RopeConfig::new(8, 1e4).with_scaling(Scaling::Linear { factor: 1e-310 }), want));
+    // Finite, but above 2^95 radians per position: 1 / 1e-30.
+    errs.push(freq_err(RopeConfig::new(8, 1e4).with_scaling(Scaling::Linear { factor: 1e-30 }), want));
+    // An attention factor above f32::MAX would make the f32 cos/sin rows infinite.
+    let yarn = YarnParams::new(4.0, 4096).with_attention_factor(1e39);
+    let af = RopeError::InvalidScalingParameter { name: "attention_factor" };
+    errs.push(freq_err(RopeConfig::new(8, 1e4).with_scaling(Scaling::Yarn(yarn)), af));
     // `Frequencies::set_inv_freq_f32` rejects non-finite or negative values and keeps its table.
     let mut f = Frequencies::new(&RopeConfig::new(8, 1e4), 0).unwrap();
     let before = f.clone();
-    for bad in [f32::NAN, f32::INFINITY, -1.0] {
+    for bad in [f32::NAN, f32::INFINITY, -1.0, 1e30] {
         let table = [1.0, 0.5, bad, 0.25];
         let want = RopeError::InvalidScalingParameter { name: "inv_freq" };
         assert_eq!(f.set_inv_freq_f32(&table), Err(want));

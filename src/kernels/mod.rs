@@ -18,6 +18,8 @@ use half::{bf16, f16};
 use crate::config::Layout;
 use crate::dispatch::Tier;
 
+#[cfg(feature = "__broken-tier-for-fuzz-demo")]
+pub(crate) mod mutant;
 pub(crate) mod scalar;
 pub(crate) mod sincos;
 

@@ -1,0 +1,26 @@
+//! The fuzz crate (`fuzz/`, its own workspace, excluded from the root one) still builds.
+//!
+//! `tests/fuzz_logic.rs` compiles and runs the targets' checks; this test type-checks the
+//! `fuzz_target!` wrappers, the `#[path]` includes and `fuzz/Cargo.toml` on the stable
+//! toolchain: `cargo check` needs neither nightly nor cargo-fuzz (only running the targets
+//! does; see `.ci/fuzz.sh`). Not `--locked`: a new dependency of the crate updates
+//! `fuzz/Cargo.lock` instead of failing here. The first run compiles libFuzzer's C++ sources
+//! (about a minute); later runs reuse `fuzz/target`.
+
+use std::process::Command;
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns cargo")]
+fn fuzz_crate_builds() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new(env!("CARGO"))
+        .args(["check", "--bins", "--manifest-path"])
+        .arg(format!("{root}/fuzz/Cargo.toml"))
+        // The outer build's flags (e.g. a cross target's) are not the fuzz crate's.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "cargo check of fuzz/ failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -1,0 +1,899 @@
+//! The differential check behind `diff_f32` and `diff_half`.
+//!
+//! A [`DiffCase`] is one call of the public API: a configuration (every scaling method, both
+//! layouts and angle modes, full or partial `rotary_dim`), q and optionally k with their own
+//! head counts and views (BSHD, BHSD, padded, fused QKV rows, or arbitrary strides),
+//! positions (`position_ids` or a start offset, up to `u32::MAX`), the cos/sin source (on the
+//! fly, `fill_table`, `build_cache`, or a caller table of arbitrary values), the direction,
+//! in place or out of place, and the data (random, special values, or bits taken verbatim
+//! from the input). Some fields can be made wrong (a buffer too short, overlapping strides,
+//! mismatched counts, a table too small) so the error path is fuzzed as well.
+//!
+//! [`check`] runs the call once per available tier ([`dispatch::available_tiers`]), each on
+//! its own copy of every buffer, and asserts:
+//! - every tier returns the scalar tier's result and leaves every buffer (and every table it
+//!   filled) with the scalar tier's bits;
+//! - on error nothing changed, canaries included;
+//! - on success nothing outside the views changed: the canaries around each buffer, the
+//!   gaps between rows, the inputs of an out-of-place call; pass-through dimensions were
+//!   left (in place) or copied (out of place) bit for bit; and every rotated element has the
+//!   bits of the rotation recomputed here from the cos/sin row (`y0 = x0 c - x1 s`,
+//!   `y1 = x1 c + x0 s`, inverse with the signs flipped, one rounding to the element type),
+//!   so the scalar oracle itself is checked, not only agreement with it;
+//! - a call the harness knows to be valid succeeded.
+
+use std::fmt::Write as _;
+
+use rope_kernels::dispatch::{self, Tier};
+use rope_kernels::{
+    AngleMode, Apply, CosSinTable, Heads, HeadsMut, Layout, LongRopeParams, Rope, RopeConfig, RopeError,
+    Scaling, View, YarnParams,
+};
+
+use super::elem::FuzzElem;
+use super::input::{Input, Seed, SplitMix};
+
+// ---------------------------------------------------------------------------------------
+// The case and its byte encoding.
+
+/// Thetas to draw from: real models, theta < 1, and 1 (which YaRN rejects).
+pub const THETAS: [f64; 10] = [10_000.0, 500_000.0, 1_000_000.0, 150_000.0, 0.5, 2.0, 1.0, 1e-3, 1e9, 160.0];
+/// Factors to draw from (scaling factors, alphas); 0 and -1 are invalid.
+pub const FACTORS: [f64; 16] =
+    [1.0, 2.0, 4.0, 8.0, 0.5, 32.0, 1.5, 16.0, 1e-3, 64.0, 0.0, -1.0, 1e6, 0.25, 3.0, 40.0];
+
+/// The configuration part of a case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigSpec {
+    /// `head_dim`: `1 + hd % 96`, or `1 + hd % 600` when `hd >= 0xF000`.
+    pub hd: u16,
+    /// `rotary_dim = 2 * (1 + rd % (head_dim / 2))`, or the raw `rd - 0xFF00` (possibly odd,
+    /// 0 or too large) when `rd >= 0xFF00`.
+    pub rd: u16,
+    pub interleaved: bool,
+    pub hf_angles: bool,
+    pub theta: u8,
+    /// `scaling % 9` picks the method; `p1..p3` its parameters; `orig` a context length.
+    pub scaling: u8,
+    pub p1: u8,
+    pub p2: u8,
+    pub p3: u8,
+    pub orig: u16,
+}
+
+impl ConfigSpec {
+    fn read(r: &mut Input<'_>) -> Self {
+        ConfigSpec {
+            hd: r.u16(),
+            rd: r.u16(),
+            interleaved: r.bool(),
+            hf_angles: r.bool(),
+            theta: r.u8(),
+            scaling: r.u8(),
+            p1: r.u8(),
+            p2: r.u8(),
+            p3: r.u8(),
+            orig: r.u16(),
+        }
+    }
+
+    fn write(&self, s: &mut Seed) {
+        s.u16(self.hd).u16(self.rd).bool(self.interleaved).bool(self.hf_angles).u8(self.theta);
+        s.u8(self.scaling).u8(self.p1).u8(self.p2).u8(self.p3).u16(self.orig);
+    }
+
+    /// The spec of a configuration (scaling: `scaling`, `p1..p3`, `orig` as given).
+    pub fn new(head_dim: usize, rotary_dim: usize, layout: Layout, theta_index: u8) -> Self {
+        let hd = if head_dim <= 96 {
+            (head_dim - 1) as u16
+        } else {
+            // The smallest value >= 0xF000 that is head_dim - 1 modulo 600.
+            let base = 0xF000usize;
+            (base + (head_dim - 1 + 600 - base % 600) % 600) as u16
+        };
+        ConfigSpec {
+            hd,
+            rd: (rotary_dim / 2 - 1) as u16,
+            interleaved: layout == Layout::Interleaved,
+            hf_angles: false,
+            theta: theta_index,
+            scaling: 0,
+            p1: 0,
+            p2: 0,
+            p3: 0,
+            orig: 4096,
+        }
+    }
+
+    pub fn head_dim(&self) -> usize {
+        if self.hd >= 0xF000 {
+            1 + usize::from(self.hd) % 600
+        } else {
+            1 + usize::from(self.hd) % 96
+        }
+    }
+
+    pub fn rotary_dim(&self) -> usize {
+        if self.rd >= 0xFF00 {
+            usize::from(self.rd - 0xFF00)
+        } else {
+            2 * (1 + usize::from(self.rd) % (self.head_dim() / 2).max(1))
+        }
+    }
+
+    /// The configuration. Scaling constructors that fail (e.g. LongRoPE arrays longer than
+    /// `MAX_PAIRS`) fall back to no scaling; out-of-domain parameters are kept, for
+    /// `Rope::new` to reject.
+    pub fn config(&self) -> RopeConfig {
+        let (hd, rd) = (self.head_dim(), self.rotary_dim());
+        let pairs = rd / 2;
+        let f = |b: u8| FACTORS[usize::from(b) % FACTORS.len()];
+        let orig = u64::from(self.orig);
+        let scaling = match self.scaling % 9 {
+            0 => Scaling::None,
+            1 => Scaling::Linear { factor: f(self.p1) },
+            2 => Scaling::DynamicNtk { factor: f(self.p1), max_position_embeddings: orig },
+            3 => Scaling::NtkAlpha { alpha: f(self.p1) },
+            4 => {
+                let mut p = YarnParams::new(f(self.p1), orig)
+                    .with_beta(
+                        [32.0, 64.0, 4.0, 1.0][usize::from(self.p2) % 4],
+                        [1.0, 2.0, 0.5][usize::from(self.p2 / 4) % 3],
+                    )
+                    .with_truncate(self.p3 & 1 == 0);
+                if self.p3 & 2 != 0 {
+                    p = p.with_mscale(f(self.p3 >> 2), [1.0, 0.707, 0.0][usize::from(self.p3 >> 6) % 3]);
+                }
+                if self.p3 & 0x30 == 0x30 {
+                    p = p.with_attention_factor(f(self.p2));
+                }
+                Scaling::Yarn(p)
+            }
+            5 => Scaling::Llama3 {
+                factor: f(self.p1),
+                low_freq_factor: [1.0, 0.5, 2.0, 4.0][usize::from(self.p2) % 4],
+                high_freq_factor: [4.0, 8.0, 1.0, 2.0][usize::from(self.p3) % 4],
+                original_max_position_embeddings: orig,
+            },
+            6 => {
+                let short: Vec<f64> =
+                    (0..pairs).map(|i| 1.0 + ((i * usize::from(self.p1)) % 7) as f64 / 4.0).collect();
+                let long: Vec<f64> = (0..pairs).map(|i| 1.0 + i as f64 * f(self.p2).abs()).collect();
+                match LongRopeParams::new(&short, &long, orig, f(self.p3)) {
+                    Ok(p) => Scaling::LongRope(p),
+                    Err(_) => Scaling::None,
+                }
+            }
+            7 => Scaling::Proportional {
+                factor: f(self.p1),
+                partial_rotary_factor: [1.0, 0.5, 0.25, 0.75, 0.1][usize::from(self.p2) % 5],
+            },
+            _ => {
+                let ff: Vec<f64> =
+                    (0..pairs).map(|i| 1.0 + ((i * usize::from(self.p1)) % 13) as f64 * 0.5).collect();
+                Scaling::freq_factors(&ff).unwrap_or(Scaling::None)
+            }
+        };
+        RopeConfig {
+            head_dim: hd,
+            rotary_dim: rd,
+            layout: if self.interleaved { Layout::Interleaved } else { Layout::HalfSplit },
+            theta: THETAS[usize::from(self.theta) % THETAS.len()],
+            scaling,
+            angle_mode: if self.hf_angles { AngleMode::HfCompatible } else { AngleMode::Exact },
+        }
+    }
+}
+
+/// How one tensor is laid out in its buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorSpec {
+    /// `kind % 5`: 0 BSHD, 1 BHSD, 2 padded (BSHD-like if `s1` is even, else BHSD-like:
+    /// `a % 4` extra elements per row, `b % 8` per outer step), 3 one tensor of a fused QKV
+    /// row (`a % 4` more heads of other tensors per token), 4 arbitrary strides
+    /// `(s1 % 1024, s2 % 1024)` (token, head).
+    pub kind: u8,
+    pub a: u8,
+    pub b: u8,
+    pub s1: u16,
+    pub s2: u16,
+    /// `len >= 248`: the buffer is `len - 251` elements longer than the view (-3..=4,
+    /// negative: too short); otherwise exactly the view.
+    pub len: u8,
+    /// Canary elements before (`front % 8`) and after (`back % 8`) the buffer.
+    pub front: u8,
+    pub back: u8,
+}
+
+impl TensorSpec {
+    pub const BSHD: TensorSpec = TensorSpec { kind: 0, a: 0, b: 0, s1: 0, s2: 0, len: 0, front: 3, back: 5 };
+    pub const BHSD: TensorSpec = TensorSpec { kind: 1, ..TensorSpec::BSHD };
+
+    /// Padded rows: `a` extra per row, `b` extra per outer step.
+    pub const fn padded(a: u8, b: u8, bhsd: bool) -> Self {
+        TensorSpec { kind: 2, a, b, s1: bhsd as u16, ..TensorSpec::BSHD }
+    }
+
+    /// One tensor of a fused projection with `others` heads of other tensors per token.
+    pub const fn fused(others: u8) -> Self {
+        TensorSpec { kind: 3, a: others, ..TensorSpec::BSHD }
+    }
+
+    fn read(r: &mut Input<'_>) -> Self {
+        TensorSpec {
+            kind: r.u8(),
+            a: r.u8(),
+            b: r.u8(),
+            s1: r.u16(),
+            s2: r.u16(),
+            len: r.u8(),
+            front: r.u8(),
+            back: r.u8(),
+        }
+    }
+
+    fn write(&self, s: &mut Seed) {
+        s.u8(self.kind)
+            .u8(self.a)
+            .u8(self.b)
+            .u16(self.s1)
+            .u16(self.s2)
+            .u8(self.len)
+            .u8(self.front)
+            .u8(self.back);
+    }
+
+    fn view(&self, tokens: usize, heads: usize, hd: usize) -> View {
+        let (a, b) = (usize::from(self.a % 4), usize::from(self.b % 8));
+        match self.kind % 5 {
+            0 => View::bshd(tokens, heads, hd),
+            1 => View::bhsd(tokens, heads, hd),
+            2 if self.s1.is_multiple_of(2) => {
+                View { tokens, heads, token_stride: heads * (hd + a) + b, head_stride: hd + a }
+            }
+            2 => View { tokens, heads, token_stride: hd + a, head_stride: tokens * (hd + a) + b },
+            3 => View { tokens, heads, token_stride: (heads + a) * hd, head_stride: hd },
+            _ => View {
+                tokens,
+                heads,
+                token_stride: usize::from(self.s1 % 1024),
+                head_stride: usize::from(self.s2 % 1024),
+            },
+        }
+    }
+
+    fn len_delta(&self) -> isize {
+        if self.len >= 248 {
+            isize::from(self.len) - 251
+        } else {
+            0
+        }
+    }
+
+    /// Whether the harness knows the view is valid (a standard layout with a long enough
+    /// buffer).
+    fn known_valid(&self) -> bool {
+        self.kind % 5 != 4 && self.len_delta() >= 0
+    }
+}
+
+/// Positions of the call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PosSpec {
+    /// `Apply::start`: `sel % 6` picks 0, `raw % 256`, `2^24 + raw % 256`, `2^31 + raw`,
+    /// `u32::MAX - tokens + 1 + raw % 4` (past 0: overflow), or `raw`.
+    Start { sel: u8, raw: u32 },
+    /// `Apply::ids`: `count_delta >= 250` adds `count_delta - 252` ids (a count mismatch);
+    /// each id `(sel, raw)`: `sel % 5` picks `raw % 16`, `raw % 4096`, `raw`,
+    /// `u32::MAX - raw % 16`, or the previous id.
+    Ids { count_delta: u8, ids: Vec<(u8, u32)> },
+}
+
+/// Where cos/sin come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceSpec {
+    /// `sel % 4`: on the fly, `fill_table` from `base`, `build_cache`, or caller values.
+    pub sel: u8,
+    /// `rows >= 252`: the table has one row too few; `rows == 251`: rows of the wrong width;
+    /// otherwise `rows % 4` spare rows.
+    pub rows: u8,
+    /// First position of a `fill_table` table (`u32::MAX - rows + 1 + ...` overflows).
+    pub base: u32,
+}
+
+/// One fuzz case of the differential check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiffCase {
+    pub config: ConfigSpec,
+    /// `tokens % 9`.
+    pub tokens: u8,
+    /// `q_heads % 7`.
+    pub q_heads: u8,
+    /// `k % 6`: 0 no k; else `k % 6 - 1` kv heads (0..=4).
+    pub k: u8,
+    /// `>= 250`: k has `k_tokens - 252` more tokens than q (a shape mismatch).
+    pub k_tokens: u8,
+    pub out_of_place: bool,
+    /// `>= 252`: the outputs have one head more than their inputs (a shape mismatch).
+    pub out_heads: u8,
+    pub q: TensorSpec,
+    pub k_spec: TensorSpec,
+    pub q_out: TensorSpec,
+    pub k_out: TensorSpec,
+    pub positions: PosSpec,
+    pub source: SourceSpec,
+    pub inverse: bool,
+    pub data_seed: u64,
+    /// Chance in 256 that an element is a special value.
+    pub specials: u8,
+    /// Element bits (little endian) written over q, then k, then the outputs.
+    pub raw: Vec<u8>,
+}
+
+impl DiffCase {
+    pub fn read(bytes: &[u8]) -> Self {
+        let mut r = Input::new(bytes);
+        let config = ConfigSpec::read(&mut r);
+        let tokens = r.u8();
+        let q_heads = r.u8();
+        let k = r.u8();
+        let k_tokens = r.u8();
+        let out_of_place = r.bool();
+        let out_heads = r.u8();
+        let (q, k_spec, q_out, k_out) = (
+            TensorSpec::read(&mut r),
+            TensorSpec::read(&mut r),
+            TensorSpec::read(&mut r),
+            TensorSpec::read(&mut r),
+        );
+        let positions = if r.bool() {
+            let count_delta = r.u8();
+            let n = (usize::from(tokens % 9) as isize + count_delta_of(count_delta)).max(0) as usize;
+            PosSpec::Ids { count_delta, ids: (0..n).map(|_| (r.u8(), r.u32())).collect() }
+        } else {
+            PosSpec::Start { sel: r.u8(), raw: r.u32() }
+        };
+        let source = SourceSpec { sel: r.u8(), rows: r.u8(), base: r.u32() };
+        let inverse = r.bool();
+        let data_seed = r.u64();
+        let specials = r.u8();
+        let raw = r.rest().to_vec();
+        DiffCase {
+            config,
+            tokens,
+            q_heads,
+            k,
+            k_tokens,
+            out_of_place,
+            out_heads,
+            q,
+            k_spec,
+            q_out,
+            k_out,
+            positions,
+            source,
+            inverse,
+            data_seed,
+            specials,
+            raw,
+        }
+    }
+
+    pub fn write(&self) -> Vec<u8> {
+        let mut s = Seed::default();
+        self.config.write(&mut s);
+        s.u8(self.tokens)
+            .u8(self.q_heads)
+            .u8(self.k)
+            .u8(self.k_tokens)
+            .bool(self.out_of_place)
+            .u8(self.out_heads);
+        for t in [&self.q, &self.k_spec, &self.q_out, &self.k_out] {
+            t.write(&mut s);
+        }
+        match &self.positions {
+            PosSpec::Ids { count_delta, ids } => {
+                s.bool(true).u8(*count_delta);
+                for &(sel, raw) in ids {
+                    s.u8(sel).u32(raw);
+                }
+            }
+            PosSpec::Start { sel, raw } => {
+                s.bool(false).u8(*sel).u32(*raw);
+            }
+        }
+        s.u8(self.source.sel).u8(self.source.rows).u32(self.source.base);
+        s.bool(self.inverse).u64(self.data_seed).u8(self.specials).bytes(&self.raw);
+        s.0
+    }
+
+    /// A valid case: `tokens` tokens of `q_heads` heads (and `kv_heads` k heads), BSHD q,
+    /// BHSD k, on-the-fly cos/sin, positions from `start`.
+    pub fn simple(config: ConfigSpec, tokens: u8, q_heads: u8, kv_heads: Option<u8>, start: u32) -> Self {
+        DiffCase {
+            config,
+            tokens,
+            q_heads,
+            k: kv_heads.map_or(0, |h| h + 1),
+            k_tokens: 0,
+            out_of_place: false,
+            out_heads: 0,
+            q: TensorSpec::BSHD,
+            k_spec: TensorSpec::BHSD,
+            q_out: TensorSpec::BHSD,
+            k_out: TensorSpec::BSHD,
+            positions: PosSpec::Start { sel: 5, raw: start },
+            source: SourceSpec { sel: 0, rows: 0, base: 0 },
+            inverse: false,
+            data_seed: 0x5EED,
+            specials: 8,
+            raw: Vec::new(),
+        }
+    }
+}
+
+fn count_delta_of(b: u8) -> isize {
+    if b >= 250 {
+        isize::from(b) - 252
+    } else {
+        0
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Buffers.
+
+/// One tensor's buffer: canaries, then the slice handed to the call, then canaries.
+#[derive(Clone)]
+struct Buf<T> {
+    data: Vec<T>,
+    front: usize,
+    len: usize,
+    view: View,
+}
+
+impl<T: FuzzElem> Buf<T> {
+    fn slice(&self) -> &[T] {
+        &self.data[self.front..self.front + self.len]
+    }
+
+    fn heads(&self) -> Heads<'_, T> {
+        Heads::new(self.slice(), self.view)
+    }
+
+    fn heads_mut(&mut self) -> HeadsMut<'_, T> {
+        HeadsMut::new(&mut self.data[self.front..self.front + self.len], self.view)
+    }
+
+    fn bits(&self) -> Vec<u32> {
+        self.data.iter().map(|v| v.to_bits_u32()).collect()
+    }
+}
+
+/// Elements a view spans (0 when empty); `None` if that overflows (the call must reject it).
+fn extent(view: &View, hd: usize) -> Option<usize> {
+    if view.tokens == 0 || view.heads == 0 {
+        return Some(0);
+    }
+    (view.tokens - 1)
+        .checked_mul(view.token_stride)?
+        .checked_add((view.heads - 1).checked_mul(view.head_stride)?)?
+        .checked_add(hd)
+}
+
+/// The largest buffer the harness builds; larger views are skipped (not interesting, slow).
+const MAX_BUF: usize = 1 << 16;
+
+fn random_elem<T: FuzzElem>(rng: &mut SplitMix, specials: u8) -> T {
+    let r = rng.below(256);
+    if r < u64::from(specials) {
+        return T::from_bits(T::SPECIALS[rng.below(T::SPECIALS.len() as u64) as usize]);
+    }
+    if r.is_multiple_of(8) {
+        // Any bit pattern: NaNs, infinities, subnormals, huge values.
+        return T::from_bits((rng.next() as u32) & (((1u64 << T::BITS) - 1) as u32));
+    }
+    let m = (rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
+    let e = (rng.below(2 * T::MAX_EXP as u64 + 1) as i32) - T::MAX_EXP;
+    T::from_bits(T::round(m * 2f32.powi(e)))
+}
+
+// ---------------------------------------------------------------------------------------
+// The check.
+
+/// What a case did (for statistics of the fixed-seed tests).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Outcome {
+    /// The configuration was rejected (or the case was too large to build).
+    Skipped,
+    /// The call returned this error on every tier, with every buffer unchanged.
+    Rejected(RopeError),
+    /// The call succeeded on every tier with identical, correct results.
+    Rotated,
+}
+
+/// Everything one tier's run produced.
+struct Run<T> {
+    tier: Tier,
+    result: Result<(), RopeError>,
+    bufs: [Option<Buf<T>>; 4],
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+const NAMES: [&str; 4] = ["q", "k", "q_out", "k_out"];
+
+/// Runs `case` for element type `T` on every available tier and checks it; panics with a
+/// description of the case on any violation.
+pub fn check<T: FuzzElem>(case: &DiffCase) -> Outcome {
+    let cfg = case.config.config();
+    let Ok(rope) = Rope::new(cfg.clone()) else { return Outcome::Skipped };
+    let (hd, rd, pairs) = (cfg.head_dim, cfg.rotary_dim, cfg.rotary_dim / 2);
+    let tokens = usize::from(case.tokens % 9);
+    let q_heads = usize::from(case.q_heads % 7);
+    let kv_heads = (!case.k.is_multiple_of(6)).then(|| usize::from(case.k % 6) - 1);
+    let k_tokens = (tokens as isize + count_delta_of(case.k_tokens)).max(0) as usize;
+    let out_extra = usize::from(case.out_heads >= 252);
+    let mut known_valid = case.k_tokens < 250 || count_delta_of(case.k_tokens) == 0;
+    known_valid &= out_extra == 0 || !case.out_of_place;
+
+    // The tensors: [q, k, q_out, k_out], those the entry point takes.
+    let mut rng = SplitMix(case.data_seed);
+    let mut raw = case.raw.chunks_exact((T::BITS / 8) as usize);
+    let mut make = |spec: &TensorSpec, tokens: usize, heads: usize| -> Option<Buf<T>> {
+        let view = spec.view(tokens, heads, hd);
+        let len = (extent(&view, hd)? as isize + spec.len_delta()).max(0) as usize;
+        if len > MAX_BUF {
+            return None;
+        }
+        let (front, back) = (usize::from(spec.front % 8), usize::from(spec.back % 8));
+        let mut data = vec![T::from_bits(T::CANARY); front + len + back];
+        for v in &mut data[front..front + len] {
+            *v = match raw.next() {
+                Some(b) if b.len() == 4 => T::from_bits(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                Some(b) => T::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]]))),
+                None => random_elem(&mut rng, case.specials),
+            };
+        }
+        Some(Buf { data, front, len, view })
+    };
+    let Some(q) = make(&case.q, tokens, q_heads) else { return Outcome::Skipped };
+    known_valid &= case.q.known_valid();
+    let k = match kv_heads {
+        Some(h) => {
+            known_valid &= case.k_spec.known_valid();
+            let Some(b) = make(&case.k_spec, k_tokens, h) else { return Outcome::Skipped };
+            Some(b)
+        }
+        None => None,
+    };
+    let (mut q_out, mut k_out) = (None, None);
+    if case.out_of_place {
+        known_valid &= case.q_out.known_valid();
+        let Some(b) = make(&case.q_out, tokens, q_heads + out_extra) else { return Outcome::Skipped };
+        q_out = Some(b);
+        if let Some(h) = kv_heads {
+            known_valid &= case.k_out.known_valid();
+            let Some(b) = make(&case.k_out, k_tokens, h + out_extra) else { return Outcome::Skipped };
+            k_out = Some(b);
+        }
+    }
+    let initial: [Option<Buf<T>>; 4] = [Some(q), k, q_out, k_out];
+
+    // Positions.
+    let table_mode = !case.source.sel.is_multiple_of(4);
+    let reduce = |p: u32| if table_mode { p % 256 } else { p };
+    let (ids, start): (Option<Vec<u32>>, u32) = match &case.positions {
+        PosSpec::Start { sel, raw } => {
+            let s = match sel % 6 {
+                0 => 0,
+                1 => raw % 256,
+                2 => (1 << 24) + raw % 256,
+                3 => (1 << 31) + raw % (1 << 31),
+                4 => (u32::MAX - tokens as u32).wrapping_add(1).wrapping_add(raw % 4),
+                _ => *raw,
+            };
+            let s = if table_mode { s % 256 } else { s };
+            if tokens > 0 && u64::from(s) + tokens as u64 - 1 > u64::from(u32::MAX) {
+                known_valid = false;
+            }
+            (None, s)
+        }
+        PosSpec::Ids { count_delta, ids } => {
+            known_valid &= count_delta_of(*count_delta) == 0;
+            let mut prev = 0u32;
+            let v = ids
+                .iter()
+                .map(|&(sel, raw)| {
+                    let p = match sel % 5 {
+                        0 => raw % 16,
+                        1 => raw % 4096,
+                        2 => raw,
+                        3 => u32::MAX - raw % 16,
+                        _ => prev,
+                    };
+                    prev = reduce(p);
+                    prev
+                })
+                .collect();
+            (Some(v), 0)
+        }
+    };
+    let position = |t: usize| ids.as_ref().map_or_else(|| start.wrapping_add(t as u32), |v| v[t]);
+    let max_pos: Option<u32> = match &ids {
+        Some(v) => v.iter().copied().max(),
+        None => (tokens > 0).then(|| start.wrapping_add(tokens as u32 - 1)),
+    };
+
+    // The table shape (same for every tier; the values of fill_table/build_cache per tier).
+    let (table_rows, table_pairs) = if !table_mode {
+        (0, pairs)
+    } else {
+        let need = max_pos.map_or(0, |m| m as usize + 1);
+        match case.source.rows {
+            r if r >= 252 => {
+                if need > 0 && tokens > 0 {
+                    known_valid = false;
+                }
+                (need.saturating_sub(1), pairs)
+            }
+            251 => {
+                known_valid = false;
+                (need, pairs + 1)
+            }
+            r => (need + usize::from(r % 4), pairs),
+        }
+    };
+    let base = case.source.base;
+    if case.source.sel % 4 == 1
+        && table_rows > 0
+        && u64::from(base) + table_rows as u64 - 1 > u64::from(u32::MAX)
+    {
+        known_valid = false;
+    }
+
+    let entry =
+        |rope: &Rope, bufs: &mut [Option<Buf<T>>; 4], cos: &[f32], sin: &[f32]| -> Result<(), RopeError> {
+            let mut opts = match &ids {
+                Some(v) => Apply::ids(v),
+                None => Apply::start(start),
+            };
+            if case.inverse {
+                opts = opts.inverse();
+            }
+            if table_mode {
+                opts = opts.with_table(CosSinTable::new(cos, sin, table_pairs)?);
+            }
+            let [q, k, qo, ko] = bufs;
+            let q = q.as_mut().expect("q");
+            match (k.as_mut(), case.out_of_place) {
+                (None, false) => rope.apply(q.heads_mut(), &opts),
+                (Some(k), false) => rope.apply_qk(q.heads_mut(), Some(k.heads_mut()), &opts),
+                (None, true) => {
+                    let qo = qo.as_mut().expect("q_out");
+                    rope.apply_into(q.heads(), qo.heads_mut(), &opts)
+                }
+                (Some(k), true) => {
+                    let (qo, ko) = (qo.as_mut().expect("q_out"), ko.as_mut().expect("k_out"));
+                    rope.apply_qk_into(q.heads(), qo.heads_mut(), Some((k.heads(), ko.heads_mut())), &opts)
+                }
+            }
+        };
+
+    // Raw caller tables: the same values for every tier.
+    let raw_table: (Vec<f32>, Vec<f32>) = {
+        let n = table_rows * table_pairs;
+        let mut g = SplitMix(case.data_seed ^ 0x000C_051A);
+        let mut v = || random_elem::<f32>(&mut g, case.specials);
+        ((0..n).map(|_| v()).collect(), (0..n).map(|_| v()).collect())
+    };
+
+    let mut runs: Vec<Run<T>> = Vec::new();
+    for tier in dispatch::available_tiers() {
+        let rope_t = rope.clone().with_tier(tier).expect("available tier");
+        let mut bufs = initial.clone();
+        let n = table_rows * table_pairs;
+        let (mut cos, mut sin) = (vec![0.0f32; n], vec![0.0f32; n]);
+        let filled: Result<(), RopeError> = match case.source.sel % 4 {
+            0 => Ok(()),
+            // fill_table rows have rotary_dim / 2 values; a wrong-width table is left zero.
+            1 if table_pairs == pairs => rope_t.fill_table(base, &mut cos, &mut sin),
+            2 if table_pairs == pairs => rope_t.build_cache(table_rows).map(|c| {
+                let t = c.table();
+                for r in 0..table_rows {
+                    let (a, b) = t.row(r as u32).expect("cache row");
+                    cos[r * pairs..(r + 1) * pairs].copy_from_slice(a);
+                    sin[r * pairs..(r + 1) * pairs].copy_from_slice(b);
+                }
+            }),
+            3 => {
+                cos.copy_from_slice(&raw_table.0);
+                sin.copy_from_slice(&raw_table.1);
+                Ok(())
+            }
+            _ => Ok(()),
+        };
+        let (cos_before, sin_before) = (cos.clone(), sin.clone());
+        let result = filled.and_then(|()| entry(&rope_t, &mut bufs, &cos, &sin));
+        assert!(
+            bits32(&cos) == bits32(&cos_before) && bits32(&sin) == bits32(&sin_before),
+            "{tier}: the call changed its cos/sin table\n{}",
+            describe::<T>(case, &cfg)
+        );
+        runs.push(Run { tier, result, bufs, cos, sin });
+    }
+
+    // 1. Every tier agrees with the scalar tier, bit for bit.
+    let scalar = runs.iter().find(|r| r.tier == Tier::Scalar).expect("the scalar tier is always available");
+    for run in &runs {
+        let ctx = || format!("tier {} vs scalar\n{}", run.tier, describe::<T>(case, &cfg));
+        assert_eq!(run.result, scalar.result, "{}", ctx());
+        assert!(
+            bits32(&run.cos) == bits32(&scalar.cos) && bits32(&run.sin) == bits32(&scalar.sin),
+            "cos/sin table differs: {}",
+            ctx()
+        );
+        for ((name, a), b) in NAMES.iter().zip(&run.bufs).zip(&scalar.bufs) {
+            if let (Some(a), Some(b)) = (a, b) {
+                if let Some(j) = first_diff(&a.bits(), &b.bits()) {
+                    panic!(
+                        "{name}[{j}] (slice index {}, at {:?}): {} has {:#x}, scalar {:#x}\n{}",
+                        j as isize - a.front as isize,
+                        locate(&a.view, hd, j as isize - a.front as isize),
+                        run.tier,
+                        a.bits()[j],
+                        b.bits()[j],
+                        ctx()
+                    );
+                }
+            }
+        }
+    }
+
+    // 2. The scalar run against the contract.
+    let ctx = || describe::<T>(case, &cfg);
+    if let Err(e) = scalar.result {
+        assert!(!known_valid, "a valid call failed with {e:?}\n{}", ctx());
+        for ((name, a), b) in NAMES.iter().zip(&scalar.bufs).zip(&initial) {
+            if let (Some(a), Some(b)) = (a, b) {
+                if let Some(j) = first_diff(&a.bits(), &b.bits()) {
+                    panic!("error {e:?} but {name}[{j}] changed\n{}", ctx());
+                }
+            }
+        }
+        return Outcome::Rejected(e);
+    }
+
+    // Cos/sin rows for the model: from the table, or (on the fly, for frequencies that do
+    // not depend on the call length) from `fill_table` of the scalar tier.
+    let row = |p: u32| -> Option<(Vec<f32>, Vec<f32>)> {
+        if table_mode {
+            let r = p as usize * pairs;
+            Some((scalar.cos[r..r + pairs].to_vec(), scalar.sin[r..r + pairs].to_vec()))
+        } else if cfg.scaling.depends_on_seq_len() {
+            None
+        } else {
+            let (mut c, mut s) = (vec![0.0f32; pairs], vec![0.0f32; pairs]);
+            rope.clone().with_tier(Tier::Scalar).ok()?.fill_table(p, &mut c, &mut s).ok()?;
+            Some((c, s))
+        }
+    };
+    let pair_members: Vec<(usize, usize)> = (0..pairs)
+        .map(|i| if cfg.layout == Layout::Interleaved { (2 * i, 2 * i + 1) } else { (i, i + pairs) })
+        .collect();
+
+    // Rows of each (source, destination) tensor: (input index, output index).
+    let jobs: &[(usize, usize)] = if case.out_of_place { &[(0, 2), (1, 3)] } else { &[(0, 0), (1, 1)] };
+    for &(si, di) in jobs {
+        let (Some(src0), Some(dst0), Some(dst1)) = (&initial[si], &initial[di], &scalar.bufs[di]) else {
+            continue;
+        };
+        // Inputs of an out-of-place call are untouched.
+        if si != di {
+            let now = scalar.bufs[si].as_ref().expect("input");
+            assert!(now.bits() == src0.bits(), "{} (input) changed\n{}", NAMES[si], ctx());
+        }
+        let (before, after) = (dst0.bits(), dst1.bits());
+        let mut covered = vec![false; before.len()];
+        let (sv, dv) = (src0.view, dst0.view);
+        for t in 0..sv.tokens {
+            let p = position(t);
+            let rows = row(p);
+            for h in 0..sv.heads {
+                let so = src0.front + t * sv.token_stride + h * sv.head_stride;
+                let o = dst0.front + t * dv.token_stride + h * dv.head_stride;
+                let x = &src0.data[so..so + hd];
+                for d in 0..hd {
+                    covered[o + d] = true;
+                }
+                for d in rd..hd {
+                    assert_eq!(
+                        after[o + d],
+                        x[d].to_bits_u32(),
+                        "pass-through {}[t={t}, h={h}, d={d}]\n{}",
+                        NAMES[di],
+                        ctx()
+                    );
+                }
+                if let Some((c, s)) = &rows {
+                    for (i, &(a, b)) in pair_members.iter().enumerate() {
+                        let (x0, x1) = (x[a].to_f32(), x[b].to_f32());
+                        let (y0, y1) = if case.inverse {
+                            ((x0 * c[i]) + (x1 * s[i]), (x1 * c[i]) - (x0 * s[i]))
+                        } else {
+                            ((x0 * c[i]) - (x1 * s[i]), (x1 * c[i]) + (x0 * s[i]))
+                        };
+                        for (d, y) in [(a, y0), (b, y1)] {
+                            assert_eq!(
+                                after[o + d],
+                                T::round(y),
+                                "{}[t={t}, h={h}, d={d}] at position {p}: x = ({x0:e}, {x1:e}), cos {:e}, sin {:e}\n{}",
+                                NAMES[di],
+                                c[i],
+                                s[i],
+                                ctx()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        for (j, c) in covered.iter().enumerate() {
+            if !c {
+                assert_eq!(
+                    after[j],
+                    before[j],
+                    "{}[{j}] outside the view changed ({})\n{}",
+                    NAMES[di],
+                    if j < dst0.front || j >= dst0.front + dst0.len { "canary" } else { "gap" },
+                    ctx()
+                );
+            }
+        }
+    }
+    Outcome::Rotated
+}
+
+/// Runs a `diff_half` input: the first byte picks f16 or bf16.
+pub fn check_half(bytes: &[u8]) -> Outcome {
+    let Some((&sel, rest)) = bytes.split_first() else { return Outcome::Skipped };
+    let case = DiffCase::read(rest);
+    if sel & 1 == 0 {
+        check::<rope_kernels::f16>(&case)
+    } else {
+        check::<rope_kernels::bf16>(&case)
+    }
+}
+
+fn bits32(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn first_diff(a: &[u32], b: &[u32]) -> Option<usize> {
+    a.iter().zip(b).position(|(x, y)| x != y)
+}
+
+/// The (token, head, dim) a slice index belongs to, if any.
+fn locate(view: &View, hd: usize, i: isize) -> Option<(usize, usize, usize)> {
+    if i < 0 {
+        return None;
+    }
+    let i = i as usize;
+    for t in 0..view.tokens {
+        for h in 0..view.heads {
+            let o = t * view.token_stride + h * view.head_stride;
+            if (o..o + hd).contains(&i) {
+                return Some((t, h, i - o));
+            }
+        }
+    }
+    None
+}
+
+fn describe<T: FuzzElem>(case: &DiffCase, cfg: &RopeConfig) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "element {}; tiers {:?}", T::NAME, dispatch::available_tiers().collect::<Vec<_>>());
+    let _ = writeln!(s, "config {cfg:?}");
+    let _ = write!(s, "case {case:?}");
+    s
+}

@@ -1,0 +1,709 @@
+//! Property tests (issue 7) run for every available tier, on random configurations from
+//! fixed seeds: every scaling method, both layouts and angle modes, full and partial
+//! `rotary_dim` (odd pair counts included), random positions up to `u32::MAX`.
+//!
+//! `tests/rotation.rs` checks norm, composition, inverse and relative position on a fixed
+//! list of unscaled configurations through the default tier, against the f64 rotation
+//! matrix; here the same properties are checked per tier, on random and scaled
+//! configurations (the norm then scales by the attention factor), with an error bound that
+//! does not need the angle (so it also holds for dynamic NTK and LongRoPE, whose
+//! frequencies change per call). Added properties are bit-exact:
+//! - HalfSplit ↔ Interleaved: permuting each pair `(i, i + n)` to `(2i, 2i + 1)` before and
+//!   back after gives the same bits;
+//! - f16/bf16 results are the f32 results of the widened inputs rounded once;
+//! - no state between calls: any history of calls (long dynamic-NTK and LongRoPE calls,
+//!   other tiers, other element types, tables, other threads changing the dispatcher)
+//!   leaves the bits of a call unchanged;
+//! - a NaN (or infinity) in one pair leaves every other element bit-identical to a run
+//!   without it, and makes both members of its pair the canonical NaN.
+//!
+//! Every tier must also give the scalar tier's bits (checked as a by-product).
+// Row-indexed loops over several parallel arrays read best with the index.
+#![allow(clippy::needless_range_loop)]
+
+mod common;
+
+use common::*;
+use rand::rngs::StdRng;
+use rand::RngExt;
+use rope_kernels::dispatch::{self, ALL_TIERS};
+use rope_kernels::{
+    bf16, f16, AngleMode, Apply, CosSinTable, Element, Heads, HeadsMut, Layout, LongRopeParams, Rope,
+    RopeConfig, Scaling, Tier, View, YarnParams,
+};
+
+/// The available tiers; the others are printed as skipped.
+fn tiers() -> Vec<Tier> {
+    for t in ALL_TIERS.into_iter().filter(|t| !t.is_available()) {
+        eprintln!("skipping tier {t}: not available on this CPU or build");
+    }
+    dispatch::available_tiers().collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Random configurations.
+
+/// A random valid configuration. `scaled` allows every scaling method; otherwise only
+/// those with attention factor 1 and frequencies that do not depend on the call length.
+fn random_config(rng: &mut StdRng, scaled: bool) -> RopeConfig {
+    let head_dim = rng.random_range(2..=160usize);
+    let pairs = match rng.random_range(0..4) {
+        0 => head_dim / 2,
+        1 => rng.random_range(1..=(head_dim / 2)),
+        // Odd pair counts (tails of 1, 3, 5, 9, 17... elements).
+        _ => {
+            let odd: Vec<usize> = [1, 3, 5, 9, 17, 33].into_iter().filter(|&p| p <= head_dim / 2).collect();
+            odd[rng.random_range(0..odd.len())]
+        }
+    };
+    let rotary_dim = 2 * pairs;
+    let theta = [10_000.0, 500_000.0, 1e6, 0.5, 2.0, 150_000.0][rng.random_range(0..6)];
+    let orig = rng.random_range(1..5000u64);
+    let n = if scaled { 9 } else { 5 };
+    let scaling = match rng.random_range(0..n) {
+        0 => Scaling::None,
+        1 => Scaling::Linear { factor: [2.0, 4.0, 0.5][rng.random_range(0..3)] },
+        2 => Scaling::NtkAlpha { alpha: 2.5 },
+        3 if rotary_dim > 2 => Scaling::Llama3 {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: orig,
+        },
+        4 => Scaling::Proportional { factor: 2.0, partial_rotary_factor: 0.5 },
+        5 if theta != 1.0 => Scaling::Yarn(YarnParams::new(4.0, orig).with_truncate(rng.random())),
+        6 => Scaling::DynamicNtk { factor: 2.0, max_position_embeddings: orig },
+        7 => {
+            let s: Vec<f64> = (0..pairs).map(|i| 1.0 + (i % 3) as f64 / 2.0).collect();
+            let l: Vec<f64> = (0..pairs).map(|i| 1.0 + i as f64).collect();
+            Scaling::LongRope(LongRopeParams::new(&s, &l, orig, 32.0).unwrap())
+        }
+        8 => Scaling::freq_factors(&(0..pairs).map(|i| 1.0 + (i % 4) as f64).collect::<Vec<_>>()).unwrap(),
+        _ => Scaling::None,
+    };
+    let layout = if rng.random() { Layout::Interleaved } else { Layout::HalfSplit };
+    let mode = if rng.random_range(0..4) == 0 { AngleMode::HfCompatible } else { AngleMode::Exact };
+    let cfg = RopeConfig { head_dim, rotary_dim, layout, theta, scaling, angle_mode: mode };
+    // NTK alpha needs rotary_dim > 2; fall back to no scaling.
+    if Rope::new(cfg.clone()).is_err() {
+        return RopeConfig { scaling: Scaling::None, ..cfg };
+    }
+    cfg
+}
+
+/// `n` positions (random, each below `limit`).
+fn positions(rng: &mut StdRng, n: usize, limit: u32) -> Vec<u32> {
+    (0..n).map(|_| random_position(rng) % limit.max(1)).collect()
+}
+
+/// Rotates `x` (`positions.len()` tokens of `heads` heads, BSHD) on `tier`; also checks the
+/// bits against the scalar tier.
+fn rotate<T: Element>(rope: &Rope, tier: Tier, x: &[T], heads: usize, pos: &[u32], inverse: bool) -> Vec<T> {
+    let view = View::bshd(pos.len(), heads, rope.config().head_dim);
+    let mut opts = Apply::ids(pos);
+    if inverse {
+        opts = opts.inverse();
+    }
+    let run = |t: Tier| {
+        let mut y = x.to_vec();
+        rope.clone().with_tier(t).unwrap().apply(HeadsMut::new(&mut y, view), &opts).unwrap();
+        y
+    };
+    let y = run(tier);
+    if tier != Tier::Scalar {
+        assert_eq!(bits(&y), bits(&run(Tier::Scalar)), "tier {tier} differs from scalar");
+    }
+    y
+}
+
+/// Per-element bound on `|kernel - af R x|` for each rotated element of a head, without
+/// the angle: a pair's exact outputs have magnitude at most `af (|x0| + |x1|)`, so
+/// `GAMMA_F32 af (|x0| + |x1|) + ETA_F32` bounds the f32 result (as in `common::reference`)
+/// and one rounding to `T` adds `T::U (af |(x0, x1)| + b32) + T::ETA`.
+fn bounds<T: TestElem>(cfg: &RopeConfig, af: f64, x: &[T]) -> Vec<f64> {
+    let mut b = vec![0.0; cfg.head_dim];
+    for (a, c) in pairs(cfg.layout, cfg.rotary_dim) {
+        let (x0, x1) = (f64::from(x[a].to_f32()), f64::from(x[c].to_f32()));
+        let b32 = GAMMA_F32 * af * (x0.abs() + x1.abs()) + ETA_F32;
+        let e = b32 + T::U * (af * x0.hypot(x1) + b32) + T::ETA;
+        b[a] = e;
+        b[c] = e;
+    }
+    b
+}
+
+/// The attention factor of the call whose largest position is `max`.
+fn af(rope: &Rope, max: u32) -> f64 {
+    rope.frequencies_at(u64::from(max) + 1).unwrap().attention_factor()
+}
+
+fn row<T: Copy>(v: &[T], hd: usize, r: usize) -> &[T] {
+    &v[r * hd..(r + 1) * hd]
+}
+
+// ---------------------------------------------------------------------------------------
+// Norm, inverse, composition, relative position: per tier, random configurations.
+
+/// `| ||y|| - af ||x|| | <= ||bound||` (+ `1e-12 af ||x||` for the f64 evaluation), over
+/// the rotated dimensions (pairs are rotated as a whole, so their norm is the norm of the
+/// first `rotary_dim` elements in either layout); pass-through dimensions bit for bit.
+fn check_norm<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
+    for tier in tiers() {
+        for _ in 0..24 {
+            let cfg = random_config(&mut rng, true);
+            let rope = Rope::new(cfg.clone()).unwrap();
+            let hd = cfg.head_dim;
+            let n = 6;
+            let p = positions(&mut rng, n, u32::MAX);
+            let x: Vec<T> = random_vec(&mut rng, n * hd);
+            let inverse = rng.random();
+            let y = rotate(&rope, tier, &x, 1, &p, inverse);
+            let a = af(&rope, *p.iter().max().unwrap());
+            let rd = cfg.rotary_dim;
+            for r in 0..n {
+                let (xr, yr) = (row(&x, hd, r), row(&y, hd, r));
+                // The rotated part scales by the attention factor; the rest is copied.
+                let (xn, yn) = (norm(&to_f64(&xr[..rd])), norm(&to_f64(&yr[..rd])));
+                assert_eq!(bits(&yr[rd..]), bits(&xr[rd..]), "pass-through");
+                let tol = norm(&bounds(&cfg, a, xr)) + 1e-12 * a * xn;
+                assert!(
+                    (yn - a * xn).abs() <= tol,
+                    "{} {tier} {cfg:?} p={}: |{yn} - {a} * {xn}| > {tol:e}",
+                    T::NAME,
+                    p[r]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn norm_scaled_by_attention_factor() {
+    check_norm::<f32>(0x7001);
+    check_norm::<f16>(0x7002);
+    check_norm::<bf16>(0x7003);
+}
+
+/// `R_p^T (R_p x) = x` for attention factor 1 (dynamic NTK and LongRoPE included: both
+/// calls have the same positions, so the same frequencies): `||z - x|| <= ||b1|| + ||b2||`.
+fn check_inverse<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
+    for tier in tiers() {
+        let mut done = 0;
+        while done < 24 {
+            let cfg = random_config(&mut rng, true);
+            let rope = Rope::new(cfg.clone()).unwrap();
+            let hd = cfg.head_dim;
+            let n = 6;
+            let p = positions(&mut rng, n, u32::MAX);
+            if af(&rope, *p.iter().max().unwrap()) != 1.0 {
+                continue;
+            }
+            done += 1;
+            let x: Vec<T> = random_vec(&mut rng, n * hd);
+            let y = rotate(&rope, tier, &x, 1, &p, false);
+            let z = rotate(&rope, tier, &y, 1, &p, true);
+            for r in 0..n {
+                let (xr, yr, zr) = (row(&x, hd, r), row(&y, hd, r), row(&z, hd, r));
+                let diff: Vec<f64> = to_f64(zr).iter().zip(to_f64(xr)).map(|(a, b)| a - b).collect();
+                let tol =
+                    norm(&bounds(&cfg, 1.0, xr)) + norm(&bounds(&cfg, 1.0, yr)) + 1e-13 * norm(&to_f64(xr));
+                assert!(
+                    norm(&diff) <= tol,
+                    "{} {tier} {cfg:?} p={}: {} > {tol:e}",
+                    T::NAME,
+                    p[r],
+                    norm(&diff)
+                );
+                for d in cfg.rotary_dim..hd {
+                    assert_eq!(zr[d].to_bits_u32(), xr[d].to_bits_u32(), "pass-through");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn inverse_undoes_forward() {
+    check_inverse::<f32>(0x7011);
+    check_inverse::<f16>(0x7012);
+    check_inverse::<bf16>(0x7013);
+}
+
+/// Configurations where `R_a R_b = R_{a+b}` and `<R_m q, R_n k> = <R_{m-n} q, k>` hold:
+/// exact angles, attention factor 1, frequencies independent of the call.
+fn group_config(rng: &mut StdRng) -> RopeConfig {
+    let mut cfg = random_config(rng, false);
+    cfg.angle_mode = AngleMode::Exact;
+    cfg
+}
+
+/// `2^-52 * position * max inv_freq`: the f64 rounding of one angle, relative.
+fn angle_slack(rope: &Rope, position: f64) -> f64 {
+    let fmax = rope.frequencies().inv_freq().iter().fold(0.0f64, |a, &b| a.max(b));
+    2f64.powi(-52) * position * fmax
+}
+
+/// `R_a (R_b x) = R_{a+b} x`: `||y2 - z|| <= ||b1|| + ||b2|| + ||b3||` plus the angle
+/// rounding and `1e-13 ||x||`.
+fn check_composition<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
+    for tier in tiers() {
+        for _ in 0..24 {
+            let cfg = group_config(&mut rng);
+            let rope = Rope::new(cfg.clone()).unwrap();
+            let hd = cfg.head_dim;
+            let n = 6;
+            let a = positions(&mut rng, n, 1 << 24);
+            let b = positions(&mut rng, n, 1 << 24);
+            let ab: Vec<u32> = a.iter().zip(&b).map(|(a, b)| a + b).collect();
+            let x: Vec<T> = random_vec(&mut rng, n * hd);
+            let inverse = rng.random();
+            let y1 = rotate(&rope, tier, &x, 1, &b, inverse);
+            let y2 = rotate(&rope, tier, &y1, 1, &a, inverse);
+            let z = rotate(&rope, tier, &x, 1, &ab, inverse);
+            for r in 0..n {
+                let diff: Vec<f64> =
+                    to_f64(row(&y2, hd, r)).iter().zip(to_f64(row(&z, hd, r))).map(|(p, q)| p - q).collect();
+                let xn = norm(&to_f64(row(&x, hd, r)));
+                let tol = norm(&bounds(&cfg, 1.0, row(&x, hd, r)))
+                    + norm(&bounds(&cfg, 1.0, row(&y1, hd, r)))
+                    + norm(&bounds(&cfg, 1.0, row(&x, hd, r)))
+                    + (angle_slack(&rope, f64::from(ab[r])) + 1e-13) * xn;
+                assert!(
+                    norm(&diff) <= tol,
+                    "{} {tier} {cfg:?} a={} b={}: {} > {tol:e}",
+                    T::NAME,
+                    a[r],
+                    b[r],
+                    norm(&diff)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn composition_adds_positions() {
+    check_composition::<f32>(0x7021);
+    check_composition::<f16>(0x7022);
+    check_composition::<bf16>(0x7023);
+}
+
+/// `<R_m q, R_n k> = <R_{m-n} q, k>` (RoFormer eq. 16), several heads per token; the
+/// tolerance as in `tests/rotation.rs` (`check_relative`) with the angle-free bounds.
+fn check_relative<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
+    for tier in tiers() {
+        for _ in 0..24 {
+            let cfg = group_config(&mut rng);
+            let rope = Rope::new(cfg.clone()).unwrap();
+            let hd = cfg.head_dim;
+            let n = 6;
+            let m = positions(&mut rng, n, 1 << 24);
+            let k_pos = positions(&mut rng, n, 1 << 24);
+            let q: Vec<T> = random_vec(&mut rng, n * hd);
+            let k: Vec<T> = random_vec(&mut rng, n * hd);
+            let yq = rotate(&rope, tier, &q, 1, &m, false);
+            let yk = rotate(&rope, tier, &k, 1, &k_pos, false);
+            for r in 0..n {
+                let (d, inverse) = (m[r].abs_diff(k_pos[r]), m[r] < k_pos[r]);
+                let z = rotate(&rope, tier, row(&q, hd, r), 1, &[d], inverse);
+                let (qr, kr) = (row(&q, hd, r), row(&k, hd, r));
+                let (qn, kn) = (norm(&to_f64(qr)), norm(&to_f64(kr)));
+                let lhs = dot(&to_f64(row(&yq, hd, r)), &to_f64(row(&yk, hd, r)));
+                let rhs = dot(&to_f64(&z), &to_f64(kr));
+                // The bound of R_{m-n} q is that of R_m q: it does not depend on the angle.
+                let (eq, ek) = (norm(&bounds(&cfg, 1.0, qr)), norm(&bounds(&cfg, 1.0, kr)));
+                let ez = eq;
+                let delta = angle_slack(&rope, f64::from(m[r]) + f64::from(k_pos[r]));
+                let tol = eq * kn + qn * ek + eq * ek + ez * kn + (delta + 1e-13) * qn * kn;
+                assert!(
+                    (lhs - rhs).abs() <= tol,
+                    "{} {tier} {cfg:?} m={} n={}: |{lhs} - {rhs}| > {tol:e}",
+                    T::NAME,
+                    m[r],
+                    k_pos[r]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn relative_position_invariance() {
+    check_relative::<f32>(0x7031);
+    check_relative::<f16>(0x7032);
+    check_relative::<bf16>(0x7033);
+}
+
+// ---------------------------------------------------------------------------------------
+// Bit-exact properties.
+
+/// The HalfSplit head of an Interleaved one and back: pair `i` is `(i, i + n)` in one and
+/// `(2i, 2i + 1)` in the other; pass-through dimensions stay.
+fn to_interleaved<T: Copy>(h: &[T], rotary_dim: usize) -> Vec<T> {
+    let n = rotary_dim / 2;
+    let mut v = h.to_vec();
+    for i in 0..n {
+        v[2 * i] = h[i];
+        v[2 * i + 1] = h[i + n];
+    }
+    v
+}
+
+fn to_half_split<T: Copy>(h: &[T], rotary_dim: usize) -> Vec<T> {
+    let n = rotary_dim / 2;
+    let mut v = h.to_vec();
+    for i in 0..n {
+        v[i] = h[2 * i];
+        v[i + n] = h[2 * i + 1];
+    }
+    v
+}
+
+/// HalfSplit on `x` equals Interleaved on the permuted `x`, permuted back, bit for bit, on
+/// every tier, in place and out of place, on the fly and from a table, special values
+/// included.
+fn check_layouts<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
+    let nans = nan_payloads::<T>();
+    for tier in tiers() {
+        for _ in 0..32 {
+            let cfg = random_config(&mut rng, true);
+            let (hd, rd) = (cfg.head_dim, cfg.rotary_dim);
+            let hs = Rope::new(cfg.clone().with_layout(Layout::HalfSplit)).unwrap().with_tier(tier).unwrap();
+            let il =
+                Rope::new(cfg.clone().with_layout(Layout::Interleaved)).unwrap().with_tier(tier).unwrap();
+            let (tokens, heads) = (rng.random_range(1..5usize), rng.random_range(1..4usize));
+            let limit = if rng.random() { u32::MAX } else { 64 };
+            let p = positions(&mut rng, tokens, limit);
+            let mut x: Vec<T> = random_vec(&mut rng, tokens * heads * hd);
+            for _ in 0..3 {
+                let i = rng.random_range(0..x.len());
+                x[i] = nans[rng.random_range(0..nans.len())];
+            }
+            let xi: Vec<T> = x.chunks(hd).flat_map(|h| to_interleaved(h, rd)).collect();
+            let view = View::bshd(tokens, heads, hd);
+            let max = *p.iter().max().unwrap();
+            let use_table = max < 64 && rng.random();
+            let rows = if use_table { max as usize + 1 } else { 1 };
+            let (mut cos, mut sin) = (vec![0.0f32; rows * rd / 2], vec![0.0f32; rows * rd / 2]);
+            if use_table {
+                hs.fill_table(0, &mut cos, &mut sin).unwrap();
+            }
+            let table = CosSinTable::new(&cos, &sin, rd / 2).unwrap();
+            let inverse: bool = rng.random();
+            let mut opts = Apply::ids(&p);
+            if use_table {
+                opts = opts.with_table(table);
+            }
+            if inverse {
+                opts = opts.inverse();
+            }
+            let out_of_place: bool = rng.random();
+            let run = |rope: &Rope, x: &[T]| -> Vec<T> {
+                if out_of_place {
+                    let mut out = vec![T::default(); x.len()];
+                    rope.apply_into(Heads::new(x, view), HeadsMut::new(&mut out, view), &opts).unwrap();
+                    out
+                } else {
+                    let mut y = x.to_vec();
+                    rope.apply(HeadsMut::new(&mut y, view), &opts).unwrap();
+                    y
+                }
+            };
+            let y_hs = run(&hs, &x);
+            let y_il: Vec<T> = run(&il, &xi).chunks(hd).flat_map(|h| to_half_split(h, rd)).collect();
+            assert_eq!(bits(&y_il), bits(&y_hs), "{} {tier} {cfg:?} positions {p:?}", T::NAME);
+        }
+    }
+}
+
+#[test]
+fn half_split_equals_interleaved_under_the_pair_permutation() {
+    check_layouts::<f32>(0x7041);
+    check_layouts::<f16>(0x7042);
+    check_layouts::<bf16>(0x7043);
+}
+
+/// Each f16/bf16 output is the f32 output of the widened input rounded once (the crate's
+/// f32 path, rounded here with the `half` crate), on every tier, special values included.
+fn check_rounded_once<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
+    let nans = nan_payloads::<T>();
+    for tier in tiers() {
+        for _ in 0..32 {
+            let cfg = random_config(&mut rng, true);
+            let rope = Rope::new(cfg.clone()).unwrap();
+            let hd = cfg.head_dim;
+            let (tokens, heads) = (rng.random_range(1..5usize), rng.random_range(1..4usize));
+            let p = positions(&mut rng, tokens, u32::MAX);
+            let mut x: Vec<T> = random_vec(&mut rng, tokens * heads * hd);
+            for v in x.iter_mut() {
+                match rng.random_range(0..16) {
+                    0 => *v = nans[rng.random_range(0..nans.len())],
+                    1 => *v = from_bits::<T>(rng.random_range(0..8)), // zero and subnormals
+                    2 => *v = T::from_f32(f32::INFINITY),
+                    _ => {}
+                }
+            }
+            let x32: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+            let inverse = rng.random();
+            let y = rotate(&rope, tier, &x, heads, &p, inverse);
+            let y32 = rotate(&rope, tier, &x32, heads, &p, inverse);
+            let want: Vec<u32> = y32.iter().map(|v| round_bits::<T>(*v)).collect();
+            for (i, (g, w)) in bits(&y).iter().zip(&want).enumerate() {
+                if i % hd < cfg.rotary_dim {
+                    assert_eq!(
+                        g,
+                        w,
+                        "{} {tier} {cfg:?} element {i}: {g:#x} vs f32 {} rounded {w:#x}",
+                        T::NAME,
+                        y32[i]
+                    );
+                } else {
+                    assert_eq!(*g, x[i].to_bits_u32(), "pass-through");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn half_types_are_the_f32_result_rounded_once() {
+    check_rounded_once::<f16>(0x7051);
+    check_rounded_once::<bf16>(0x7052);
+}
+
+/// A NaN or infinity in one element leaves every element outside its pair (in every head
+/// and token of the call) bit-identical to the run with a finite value there; a NaN makes
+/// both members of its pair the canonical NaN.
+fn check_nan_isolated<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
+    let nans = nan_payloads::<T>();
+    for tier in tiers() {
+        for _ in 0..32 {
+            let cfg = random_config(&mut rng, true);
+            let rope = Rope::new(cfg.clone()).unwrap();
+            let (hd, rd) = (cfg.head_dim, cfg.rotary_dim);
+            let (tokens, heads) = (rng.random_range(1..4usize), rng.random_range(1..4usize));
+            let p = positions(&mut rng, tokens, u32::MAX);
+            let clean: Vec<T> = random_vec(&mut rng, tokens * heads * hd);
+            let (t, h) = (rng.random_range(0..tokens), rng.random_range(0..heads));
+            let pair = rng.random_range(0..rd / 2);
+            let (a, b) = pairs(cfg.layout, rd)[pair];
+            let member = if rng.random() { a } else { b };
+            let is_nan = rng.random_range(0..3) != 0;
+            let bad =
+                if is_nan { nans[rng.random_range(0..nans.len())] } else { T::from_f32(f32::NEG_INFINITY) };
+            let base = (t * heads + h) * hd;
+            let mut dirty = clean.clone();
+            dirty[base + member] = bad;
+            let inverse = rng.random();
+            let yc = rotate(&rope, tier, &clean, heads, &p, inverse);
+            let yd = rotate(&rope, tier, &dirty, heads, &p, inverse);
+            for i in 0..yc.len() {
+                if i == base + a || i == base + b {
+                    if is_nan {
+                        assert_eq!(
+                            yd[i].to_bits_u32(),
+                            round_bits::<T>(f32::NAN),
+                            "{} {tier}: pair not NaN",
+                            T::NAME
+                        );
+                    }
+                    continue;
+                }
+                assert_eq!(
+                    yd[i].to_bits_u32(),
+                    yc[i].to_bits_u32(),
+                    "{} {tier} {cfg:?}: element {i} changed by a bad value at {}",
+                    T::NAME,
+                    base + member
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn nan_in_one_pair_leaves_every_other_pair_exact() {
+    check_nan_isolated::<f32>(0x7061);
+    check_nan_isolated::<f16>(0x7062);
+    check_nan_isolated::<bf16>(0x7063);
+}
+
+// ---------------------------------------------------------------------------------------
+// No state between calls.
+
+/// One call of the history test: the configuration index, positions, element type, table
+/// or not, tier.
+#[derive(Clone, Debug)]
+struct Call {
+    cfg: usize,
+    positions: Vec<u32>,
+    dtype: u8,
+    table: bool,
+    tier: Tier,
+}
+
+/// The configurations of the history test: dynamic NTK (grows past 256), LongRoPE (long
+/// factors past 256), the same with a caller f32 `inv_freq` table, YaRN, and a plain one.
+fn history_ropes() -> Vec<Rope> {
+    let d = 40;
+    let long: Vec<f64> = (0..d / 2).map(|i| 1.0 + i as f64).collect();
+    let short: Vec<f64> = (0..d / 2).map(|i| 1.0 + (i % 3) as f64).collect();
+    let dynamic = RopeConfig::new(d, 10_000.0)
+        .with_rotary_dim(d - 2)
+        .with_scaling(Scaling::DynamicNtk { factor: 3.0, max_position_embeddings: 256 });
+    let longrope = RopeConfig::new(d, 10_000.0)
+        .with_layout(Layout::Interleaved)
+        .with_scaling(Scaling::LongRope(LongRopeParams::new(&short, &long, 256, 64.0).unwrap()));
+    let hf = Rope::new(dynamic.clone().with_angle_mode(AngleMode::HfCompatible)).unwrap();
+    let table: Vec<f32> = hf.frequencies().inv_freq_f32().iter().map(|f| f * 1.5).collect();
+    vec![
+        Rope::new(dynamic).unwrap(),
+        Rope::new(longrope).unwrap(),
+        hf.with_hf_inv_freq(&table).unwrap(),
+        Rope::new(RopeConfig::new(d, 1e6).with_scaling(Scaling::Yarn(YarnParams::new(8.0, 256)))).unwrap(),
+        Rope::new(RopeConfig::new(d, 10_000.0).with_rotary_dim(10)).unwrap(),
+    ]
+}
+
+/// Input of the history calls: fixed per (configuration, element type).
+fn history_input<T: TestElem>(i: usize, tokens: usize, hd: usize) -> Vec<T> {
+    random_vec(&mut rng(0x7070 + i as u64), tokens * 3 * hd)
+}
+
+/// Runs one call; returns the output bits.
+fn history_call(rope: &Rope, c: &Call) -> Vec<u32> {
+    fn go<T: TestElem>(rope: &Rope, c: &Call) -> Vec<u32> {
+        let rope = rope.clone().with_tier(c.tier).unwrap();
+        let hd = rope.config().head_dim;
+        let mut x = history_input::<T>(c.cfg, c.positions.len(), hd);
+        let view = View::bhsd(c.positions.len(), 3, hd);
+        let max = *c.positions.iter().max().unwrap();
+        let pairs = rope.config().rotary_dim / 2;
+        let (mut cos, mut sin) =
+            (vec![0.0f32; (max as usize + 1) * pairs], vec![0.0f32; (max as usize + 1) * pairs]);
+        let mut opts = Apply::ids(&c.positions);
+        if c.table {
+            rope.fill_table(0, &mut cos, &mut sin).unwrap();
+            opts = opts.with_table(CosSinTable::new(&cos, &sin, pairs).unwrap());
+        }
+        rope.apply(HeadsMut::new(&mut x, view), &opts).unwrap();
+        bits(&x)
+    }
+    match c.dtype % 3 {
+        0 => go::<f32>(rope, c),
+        1 => go::<f16>(rope, c),
+        _ => go::<bf16>(rope, c),
+    }
+}
+
+fn random_calls(rng: &mut StdRng, n: usize, tiers: &[Tier], n_cfg: usize) -> Vec<Call> {
+    (0..n)
+        .map(|_| {
+            let long = rng.random();
+            let tokens = rng.random_range(1..5);
+            let limit = if long { 2000 } else { 200 };
+            let mut positions: Vec<u32> = (0..tokens).map(|_| rng.random_range(0..limit)).collect();
+            if long {
+                positions[0] = rng.random_range(257..limit); // past every original length
+            }
+            Call {
+                cfg: rng.random_range(0..n_cfg),
+                table: rng.random_range(0..4) == 0,
+                positions,
+                dtype: rng.random_range(0..3),
+                tier: tiers[rng.random_range(0..tiers.len())],
+            }
+        })
+        .collect()
+}
+
+/// Every call of a random history (short and long calls of dynamic NTK and LongRoPE, other
+/// configurations, element types, tables and tiers interleaved) gives the bits the same call
+/// gives on a fresh `Rope` on the scalar tier.
+#[test]
+fn results_do_not_depend_on_call_history() {
+    let tiers = tiers();
+    let ropes = history_ropes();
+    let mut rng = rng(0x7071);
+    let calls = random_calls(&mut rng, 300, &tiers, ropes.len());
+    for (i, c) in calls.iter().enumerate() {
+        let got = history_call(&ropes[c.cfg], c);
+        let fresh = history_ropes().swap_remove(c.cfg);
+        let want = history_call(&fresh, &Call { tier: Tier::Scalar, ..c.clone() });
+        assert_eq!(got, want, "call {i} {c:?} after {:?}", &calls[..i]);
+    }
+    // A short dynamic-NTK call before and after a long one on the same object.
+    let short = Call { cfg: 0, positions: vec![0, 100, 255], dtype: 0, table: false, tier: Tier::Scalar };
+    let long = Call { positions: vec![5000], ..short.clone() };
+    let plain = Rope::new(RopeConfig { scaling: Scaling::None, ..ropes[0].config().clone() }).unwrap();
+    let before = history_call(&ropes[0], &short);
+    assert_eq!(before, history_call(&plain, &short), "L = 256: the original frequencies");
+    let grown = history_call(&ropes[0], &long);
+    assert_ne!(grown, history_call(&plain, &long), "L = 5001 > 256 must scale");
+    assert_eq!(history_call(&ropes[0], &short), before);
+}
+
+/// The same histories on several threads at once (sharing the `Rope` objects), while
+/// another thread keeps changing the process-wide tier: every call gives the bits of the
+/// single-threaded run.
+#[test]
+fn results_do_not_depend_on_other_threads() {
+    let tiers = tiers();
+    let ropes = history_ropes();
+    let mut rng = rng(0x7072);
+    let histories: Vec<Vec<Call>> = (0..4).map(|_| random_calls(&mut rng, 60, &tiers, ropes.len())).collect();
+    let expected: Vec<Vec<Vec<u32>>> =
+        histories.iter().map(|h| h.iter().map(|c| history_call(&ropes[c.cfg], c)).collect()).collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut k = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                dispatch::set_max_tier(tiers[k % tiers.len()]);
+                k += 1;
+                std::thread::yield_now();
+            }
+            dispatch::reset_tier();
+        });
+        let workers: Vec<_> = histories
+            .iter()
+            .zip(&expected)
+            .map(|(h, e)| {
+                let ropes = &ropes;
+                s.spawn(move || {
+                    for (c, want) in h.iter().zip(e) {
+                        // Half the calls through the process-wide dispatcher.
+                        let got = if c.positions.len() % 2 == 0 {
+                            history_call(&ropes[c.cfg], c)
+                        } else {
+                            let mut x = history_input::<f32>(c.cfg, c.positions.len(), 40);
+                            let view = View::bhsd(c.positions.len(), 3, 40);
+                            ropes[c.cfg]
+                                .apply(HeadsMut::new(&mut x, view), &Apply::ids(&c.positions))
+                                .unwrap();
+                            let plain = Call { dtype: 0, table: false, tier: Tier::Scalar, ..c.clone() };
+                            assert_eq!(
+                                bits(&x),
+                                history_call(&ropes[c.cfg], &plain),
+                                "{c:?} via the dispatcher"
+                            );
+                            continue;
+                        };
+                        assert_eq!(&got, want, "{c:?} on a worker thread");
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
