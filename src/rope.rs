@@ -522,8 +522,8 @@ impl Rope {
                 if tokens == 0 {
                     None
                 } else {
-                    let last = u64::from(s) + tokens as u64 - 1;
-                    Some(u32::try_from(last).map_err(|_| RopeError::PositionOverflow)?)
+                    let last = u32::try_from(tokens - 1).ok().and_then(|n| s.checked_add(n));
+                    Some(last.ok_or(RopeError::PositionOverflow)?)
                 }
             }
         };

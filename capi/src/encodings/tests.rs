@@ -286,9 +286,9 @@ fn alibi_case(rng: &mut Rng) -> rope_status {
     let (mut c_s, mut r_s) = (scores.clone(), scores);
     let form = rng.pick(&[ROPE_ALIBI_CAUSAL, ROPE_ALIBI_SYMMETRIC]);
     let rust_form = if form == ROPE_ALIBI_CAUSAL { AlibiForm::Causal } else { AlibiForm::Symmetric };
+    let (scores_ptr, slopes_ptr) = (c_s.as_mut_ptr(), slopes.as_ptr());
     // SAFETY: buffers of the stated lengths and a live grid.
-    let s =
-        unsafe { rope_alibi_add_f32(c_s.as_mut_ptr(), len, row_stride, &cg, slopes.as_ptr(), heads, form) };
+    let s = unsafe { rope_alibi_add_f32(scores_ptr, len, row_stride, &cg, slopes_ptr, heads, form) };
     let r = add_alibi(&mut r_s, row_stride, rg, &slopes, rust_form);
     assert_eq!(s, status_of(&r), "alibi {heads} {rg:?} stride {row_stride} len {len}");
     assert_eq!(bits(&c_s), bits(&r_s));
