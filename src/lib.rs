@@ -45,3 +45,9 @@ pub use freq::{Frequencies, Scaling};
 pub use half::{bf16, f16};
 pub use rope::{Apply, CosSin, Direction, Heads, HeadsMut, Positions, Rope};
 pub use view::View;
+
+/// Benchmark support, not part of the API: no stability promise.
+#[doc(hidden)]
+pub mod __bench {
+    pub use crate::dispatch::bench_scale as scale;
+}

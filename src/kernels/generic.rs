@@ -1,0 +1,444 @@
+//! The rotate algorithm, written once over a small vector trait and instantiated per tier.
+//!
+//! A tier supplies a zero-sized token implementing [`Simd`] (its f32 vector type and a dozen
+//! operations, all `#[inline(always)]`); its `#[target_feature]` boundary functions call
+//! [`rotate`] and [`scale`] with that token, so the whole algorithm inlines into code
+//! compiled for the tier. This is the layout of memchr's `arch/generic` and of pulp.
+//!
+//! # Operation order (bit-identity with the scalar oracle)
+//! Every lane computes exactly what [`scalar::rotate_pair`](super::scalar::rotate_pair)
+//! computes, without fusing:
+//! - `HalfSplit`: `y0 = (x0 * c) - (x1 * s')`, `y1 = (x1 * c) + (x0 * s')` with `s' = s`
+//!   forward and `s' = -s` inverse. `a - (b * -s) == a + (b * s)` and
+//!   `a + (b * -s) == a - (b * s)` bit for bit (IEEE 754 defines `a - b` as `a + (-b)`,
+//!   and rounding to nearest is symmetric), so the inverse is the oracle's inverse.
+//! - `Interleaved`: `y = (x * cc) + (swap(x) * ss)` with `cc = [c0 c0 c1 c1 ..]` and
+//!   `ss = [-s0 s0 -s1 s1 ..]` (forward) or `[s0 -s0 ..]` (inverse), built once per call:
+//!   lane `2i` is `(x0 * c) + (x1 * -s) == (x0 * c) - (x1 * s)`, lane `2i + 1` is
+//!   `(x1 * c) + (x0 * s)`.
+//!
+//! Each result is then rounded once to the element type with NaN lanes replaced by the
+//! canonical NaN first (for `f16`/`bf16` the canonical f32 NaN rounds to the canonical NaN
+//! of the type), exactly as [`Element::from_f32`](crate::Element::from_f32) does.
+//!
+//! # Tails
+//! Work that does not fill a vector (`rotary_dim / 2` not a multiple of the lane count) is
+//! copied into zero-padded stack buffers, run through the same vector step, and the live
+//! lanes copied back, so tails take the same instructions as the body.
+
+use core::mem::MaybeUninit;
+use core::ptr;
+
+use half::{bf16, f16};
+
+use super::RotateArgs;
+use crate::config::{Layout, MAX_ROTARY_DIM};
+use crate::element::Element;
+
+/// The most f32 lanes of any tier's vector (AVX-512: 16).
+pub(crate) const MAX_LANES: usize = 16;
+
+/// A tier's f32 vector and the operations the kernels need.
+///
+/// Implemented by zero-sized tokens whose existence proves the CPU supports the tier, so
+/// the operations are safe to call with such a token. Every method must be
+/// `#[inline(always)]` so that it inlines into the tier's `#[target_feature]` boundary.
+pub(crate) trait Simd: Copy {
+    /// f32 lanes per vector; even, at most [`MAX_LANES`].
+    const LANES: usize;
+    /// The vector type.
+    type V: Copy;
+
+    /// Every lane `x`.
+    fn splat(self, x: f32) -> Self::V;
+    /// Loads `LANES` f32 from `p` (no alignment needed).
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for reads.
+    unsafe fn load(self, p: *const f32) -> Self::V;
+    /// Stores `LANES` f32 at `p` as they are (no NaN canonicalisation).
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for writes.
+    unsafe fn store(self, p: *mut f32, v: Self::V);
+    /// Lane-wise `a + b`, rounded to nearest even.
+    fn add(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise `a - b`.
+    fn sub(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise `a * b` (never fused with a later add).
+    fn mul(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise bitwise xor (sign flips).
+    fn xor(self, a: Self::V, b: Self::V) -> Self::V;
+    /// `[v1 v0 v3 v2 ..]`: swaps the two lanes of every pair.
+    fn swap_pairs(self, v: Self::V) -> Self::V;
+    /// Interleaves `a` and `b`: `([a0 b0 a1 b1 ..], [a(L/2) b(L/2) ..])`, the two halves in
+    /// memory order.
+    fn zip(self, a: Self::V, b: Self::V) -> (Self::V, Self::V);
+    /// Replaces NaN lanes with the canonical f32 NaN `0x7FC0_0000`.
+    fn canonicalize_nan(self, v: Self::V) -> Self::V;
+    /// Loads `LANES` f16 and widens them exactly.
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for reads.
+    unsafe fn load_f16(self, p: *const f16) -> Self::V;
+    /// Rounds to f16 (nearest, ties to even, subnormals kept) and stores `LANES` values.
+    /// `v` has no NaN but the canonical one.
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for writes.
+    unsafe fn store_f16(self, p: *mut f16, v: Self::V);
+    /// Loads `LANES` bf16 and widens them (a 16-bit shift).
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for reads.
+    unsafe fn load_bf16(self, p: *const bf16) -> Self::V;
+    /// Rounds to bf16 (nearest, ties to even) and stores `LANES` values. `v` has no NaN but
+    /// the canonical one. Every tier uses the integer rounding `(bits + 0x7FFF + lsb) >> 16`
+    /// with `lsb = (bits >> 16) & 1`: for any non-NaN input it equals
+    /// `half::bf16::from_f32` (overflow rounds to infinity, subnormals stay exact), and it
+    /// maps the canonical f32 NaN `0x7FC0_0000` to the canonical bf16 NaN `0x7FC0`.
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for writes.
+    unsafe fn store_bf16(self, p: *mut bf16, v: Self::V);
+}
+
+/// An element type as the vector kernels load and store it.
+pub(crate) trait SimdElement: Element {
+    /// Loads `S::LANES` elements widened to f32.
+    ///
+    /// # Safety
+    /// `p .. p + S::LANES` is valid for reads.
+    unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V;
+    /// Rounds `S::LANES` values once to `Self` (NaN → canonical NaN) and stores them.
+    ///
+    /// # Safety
+    /// `p .. p + S::LANES` is valid for writes.
+    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V);
+}
+
+impl SimdElement for f32 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.load(p) }
+    }
+    #[inline(always)]
+    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V) {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.store(p, s.canonicalize_nan(v)) }
+    }
+}
+
+impl SimdElement for f16 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.load_f16(p) }
+    }
+    #[inline(always)]
+    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V) {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.store_f16(p, s.canonicalize_nan(v)) }
+    }
+}
+
+impl SimdElement for bf16 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.load_bf16(p) }
+    }
+    #[inline(always)]
+    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V) {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.store_bf16(p, s.canonicalize_nan(v)) }
+    }
+}
+
+/// A zero-padded stack vector of up to [`MAX_LANES`] elements, for tails.
+struct Pad<T>([T; MAX_LANES]);
+
+impl<T: Copy + Default> Pad<T> {
+    /// The first `n < MAX_LANES` elements read from `p`, the rest default (zero).
+    ///
+    /// # Safety
+    /// `p .. p + n` is valid for reads.
+    #[inline(always)]
+    unsafe fn read(p: *const T, n: usize) -> Self {
+        let mut b = Pad([T::default(); MAX_LANES]);
+        // SAFETY: n <= MAX_LANES (callers pass a tail shorter than a vector); the caller
+        // guarantees the source; a stack buffer never overlaps the caller's memory.
+        unsafe { ptr::copy_nonoverlapping(p, b.0.as_mut_ptr(), n) };
+        b
+    }
+
+    /// Copies the first `n` elements to `p`.
+    ///
+    /// # Safety
+    /// `p .. p + n` is valid for writes.
+    #[inline(always)]
+    unsafe fn write(&self, p: *mut T, n: usize) {
+        // SAFETY: as in `read`.
+        unsafe { ptr::copy_nonoverlapping(self.0.as_ptr(), p, n) };
+    }
+}
+
+/// One `HalfSplit` step over `S::LANES` pairs: `x0` at `p0`, `x1` at `p1`, results to `q0`,
+/// `q1`; `c`, `s` point at the pairs' cos and sin; `sign` is `-0.0` for inverse.
+///
+/// # Safety
+/// Each pointer is valid for `S::LANES` elements (reads for `p*`, `c`, `s`; writes for
+/// `q*`). `p0`/`q0` and `p1`/`q1` are equal or disjoint.
+#[inline(always)]
+unsafe fn half_split_step<S: Simd, T: SimdElement>(
+    s: S,
+    [p0, p1]: [*const T; 2],
+    [q0, q1]: [*mut T; 2],
+    c: *const f32,
+    sn: *const f32,
+    sign: S::V,
+) {
+    // SAFETY: the caller guarantees every range; both inputs are loaded before either
+    // store, so an in-place step reads only unmodified elements.
+    unsafe {
+        let c = s.load(c);
+        let sn = s.xor(s.load(sn), sign);
+        let x0 = T::load(s, p0);
+        let x1 = T::load(s, p1);
+        let y0 = s.sub(s.mul(x0, c), s.mul(x1, sn));
+        let y1 = s.add(s.mul(x1, c), s.mul(x0, sn));
+        T::store(s, q0, y0);
+        T::store(s, q1, y1);
+    }
+}
+
+/// One `Interleaved` step over `S::LANES` elements (`S::LANES / 2` pairs).
+///
+/// # Safety
+/// `p`, `cc`, `ss` valid for reads of `S::LANES` elements, `q` for writes; `p == q` or the
+/// ranges are disjoint.
+#[inline(always)]
+unsafe fn interleaved_step<S: Simd, T: SimdElement>(
+    s: S,
+    p: *const T,
+    q: *mut T,
+    cc: *const f32,
+    ss: *const f32,
+) {
+    // SAFETY: the caller guarantees every range; the load precedes the store.
+    unsafe {
+        let x = T::load(s, p);
+        let y = s.add(s.mul(x, s.load(cc)), s.mul(s.swap_pairs(x), s.load(ss)));
+        T::store(s, q, y);
+    }
+}
+
+/// The vector kernel behind every tier's `rotate_*` entry point.
+///
+/// # Safety
+/// The contract of [`RotateFn`](super::RotateFn); `s` proves the CPU supports its tier.
+#[inline(always)]
+pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
+    let pairs = a.cos.len();
+    let rotary_dim = 2 * pairs;
+    debug_assert!(a.sin.len() == pairs && rotary_dim <= a.head_dim && rotary_dim <= MAX_ROTARY_DIM);
+    match a.layout {
+        // SAFETY: forwarded from the caller.
+        Layout::HalfSplit => unsafe { half_split(s, a) },
+        // SAFETY: forwarded from the caller.
+        Layout::Interleaved => unsafe { interleaved(s, a) },
+    }
+    if !ptr::eq(a.src, a.dst) && rotary_dim < a.head_dim {
+        for h in 0..a.heads {
+            // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of
+            // place, source and destination do not overlap.
+            unsafe {
+                ptr::copy_nonoverlapping(
+                    a.src.add(h * a.src_head_stride + rotary_dim),
+                    a.dst.add(h * a.dst_head_stride + rotary_dim),
+                    a.head_dim - rotary_dim,
+                );
+            }
+        }
+    }
+}
+
+/// # Safety
+/// As [`rotate`].
+#[inline(always)]
+unsafe fn half_split<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
+    let lanes = S::LANES;
+    let pairs = a.cos.len();
+    let body = pairs - pairs % lanes;
+    let tail = pairs - body;
+    let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
+    let sign = s.splat(if a.inverse { -0.0 } else { 0.0 });
+    for h in 0..a.heads {
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
+        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        let mut i = 0;
+        while i < body {
+            // SAFETY: i + lanes <= pairs, so both halves' chunks lie in 0..rotary_dim of
+            // the head and the cos/sin chunks in the rows.
+            unsafe {
+                half_split_step(
+                    s,
+                    [src.add(i), src.add(pairs + i)],
+                    [dst.add(i), dst.add(pairs + i)],
+                    cos.add(i),
+                    sin.add(i),
+                    sign,
+                );
+            }
+            i += lanes;
+        }
+        if tail != 0 {
+            // SAFETY: the last `tail` pairs of each half and of the rows are in bounds; the
+            // pads hold a full vector each.
+            unsafe {
+                let x0 = Pad::read(src.add(body), tail);
+                let x1 = Pad::read(src.add(pairs + body), tail);
+                let c = Pad::read(cos.add(body), tail);
+                let sn = Pad::read(sin.add(body), tail);
+                let mut y0 = Pad([T::default(); MAX_LANES]);
+                let mut y1 = Pad([T::default(); MAX_LANES]);
+                half_split_step(
+                    s,
+                    [x0.0.as_ptr(), x1.0.as_ptr()],
+                    [y0.0.as_mut_ptr(), y1.0.as_mut_ptr()],
+                    c.0.as_ptr(),
+                    sn.0.as_ptr(),
+                    sign,
+                );
+                y0.write(dst.add(body), tail);
+                y1.write(dst.add(pairs + body), tail);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// As [`rotate`].
+#[inline(always)]
+unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
+    let lanes = S::LANES;
+    let pairs = a.cos.len();
+    let rotary_dim = 2 * pairs;
+
+    // Expand the rows once per call: cc = [c0 c0 c1 c1 ..], ss = [-s0 s0 ..] forward or
+    // [s0 -s0 ..] inverse. Only 0..rotary_dim is written, and only that is read.
+    let mut cc = [MaybeUninit::<f32>::uninit(); MAX_ROTARY_DIM];
+    let mut ss = [MaybeUninit::<f32>::uninit(); MAX_ROTARY_DIM];
+    let (ccp, ssp) = (cc.as_mut_ptr().cast::<f32>(), ss.as_mut_ptr().cast::<f32>());
+    let sign = s.splat(if a.inverse { -0.0 } else { 0.0 });
+    let neg = s.splat(-0.0);
+    let expand_body = pairs - pairs % lanes;
+    let mut i = 0;
+    while i < expand_body {
+        // SAFETY: i + lanes <= pairs; 2 * i + 2 * lanes <= rotary_dim <= MAX_ROTARY_DIM.
+        unsafe {
+            let c = s.load(a.cos.as_ptr().add(i));
+            let sn = s.xor(s.load(a.sin.as_ptr().add(i)), sign);
+            let (c0, c1) = s.zip(c, c);
+            let (s0, s1) = s.zip(s.xor(sn, neg), sn);
+            s.store(ccp.add(2 * i), c0);
+            s.store(ccp.add(2 * i + lanes), c1);
+            s.store(ssp.add(2 * i), s0);
+            s.store(ssp.add(2 * i + lanes), s1);
+        }
+        i += lanes;
+    }
+    for i in expand_body..pairs {
+        let (c, sn) = (a.cos[i], if a.inverse { -a.sin[i] } else { a.sin[i] });
+        // SAFETY: 2 * i + 1 < rotary_dim <= MAX_ROTARY_DIM.
+        unsafe {
+            ccp.add(2 * i).write(c);
+            ccp.add(2 * i + 1).write(c);
+            ssp.add(2 * i).write(-sn);
+            ssp.add(2 * i + 1).write(sn);
+        }
+    }
+
+    let body = rotary_dim - rotary_dim % lanes;
+    let tail = rotary_dim - body;
+    for h in 0..a.heads {
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
+        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        let mut j = 0;
+        while j < body {
+            // SAFETY: j + lanes <= rotary_dim: inside the head and the initialised part
+            // of cc/ss.
+            unsafe { interleaved_step(s, src.add(j), dst.add(j), ccp.add(j), ssp.add(j)) };
+            j += lanes;
+        }
+        if tail != 0 {
+            // SAFETY: body..rotary_dim is in the head and initialised in cc/ss; the pads
+            // hold a full vector each.
+            unsafe {
+                let x = Pad::read(src.add(body), tail);
+                let c = Pad::read(ccp.add(body).cast_const(), tail);
+                let sn = Pad::read(ssp.add(body).cast_const(), tail);
+                let mut y = Pad([T::default(); MAX_LANES]);
+                interleaved_step(s, x.0.as_ptr(), y.0.as_mut_ptr(), c.0.as_ptr(), sn.0.as_ptr());
+                y.write(dst.add(body), tail);
+            }
+        }
+    }
+}
+
+/// The roofline baseline: `x[i] = round(x[i] * c)` in place through the same
+/// load/convert/store path as [`rotate`] (so NaN canonicalisation included).
+///
+/// # Safety
+/// `x .. x + len` is valid for reads and writes; `s` proves the CPU supports its tier.
+#[inline(always)]
+pub(crate) unsafe fn scale<S: Simd, T: SimdElement>(s: S, x: *mut T, len: usize, c: f32) {
+    let lanes = S::LANES;
+    let body = len - len % lanes;
+    let cv = s.splat(c);
+    let mut i = 0;
+    while i < body {
+        // SAFETY: i + lanes <= len.
+        unsafe {
+            let p = x.add(i);
+            T::store(s, p, s.mul(T::load(s, p), cv));
+        }
+        i += lanes;
+    }
+    if body < len {
+        // SAFETY: body..len is in bounds; the pad holds a full vector.
+        unsafe {
+            let mut b = Pad::read(x.add(body), len - body);
+            let p = b.0.as_mut_ptr();
+            T::store(s, p, s.mul(T::load(s, p), cv));
+            b.write(x.add(body), len - body);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use half::bf16;
+
+    /// The bf16 rounding every tier vectorises (see [`Simd::store_bf16`](super::Simd)).
+    fn bf16_round_bits(bits: u32) -> u16 {
+        let lsb = (bits >> 16) & 1;
+        (bits.wrapping_add(0x7FFF + lsb) >> 16) as u16
+    }
+
+    #[test]
+    fn bf16_rounding_matches_half() {
+        let edges = [0u32, 1, 0x7FFF, 0x8000, 0x8001, 0x1_8000, 0x7F7F_8000, 0x7F7F_FFFF, 0x7F80_0000];
+        let stride = if cfg!(miri) { 0x00FF_F1F1 } else { 0x0000_1F1F };
+        let all = (0..=u32::MAX).step_by(stride).chain(edges).chain(edges.map(|b| b | 0x8000_0000));
+        for bits in all {
+            let x = f32::from_bits(bits);
+            if x.is_nan() {
+                continue;
+            }
+            assert_eq!(bf16_round_bits(bits), bf16::from_f32(x).to_bits(), "{bits:#010x}");
+        }
+        assert_eq!(bf16_round_bits(crate::CANONICAL_NAN_F32), crate::CANONICAL_NAN_BF16);
+    }
+}
