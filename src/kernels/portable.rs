@@ -3,8 +3,8 @@
 //! arrays elsewhere). Available on every CPU the build runs on.
 //!
 //! `f16` has no baseline vector conversion on these targets, so its lanes are converted
-//! one by one with `half` (round to nearest even, the same function the oracle uses); the
-//! arithmetic stays in vectors. `bf16` is widened by a 16-bit shift and rounded with
+//! one by one with `half`'s software routines (round to nearest even, the functions the
+//! oracle uses); the arithmetic stays in vectors. `bf16` is widened by a 16-bit shift and rounded with
 //! [`bf16_round_bits`](super::generic::bf16_round_bits) lane-wise in `u32x4`.
 
 use half::{bf16, f16};
@@ -85,12 +85,12 @@ impl Simd for Portable {
     unsafe fn load_f16(self, p: *const f16) -> f32x4 {
         // SAFETY: the caller guarantees 4 readable f16.
         let h = unsafe { p.cast::<[f16; 4]>().read_unaligned() };
-        f32x4::new(h.map(f16::to_f32))
+        f32x4::new(h.map(f16::to_f32_const))
     }
     #[inline(always)]
     unsafe fn store_f16(self, p: *mut f16, v: f32x4) {
         // SAFETY: the caller guarantees 4 writable f16.
-        unsafe { p.cast::<[f16; 4]>().write_unaligned(v.to_array().map(f16::from_f32)) }
+        unsafe { p.cast::<[f16; 4]>().write_unaligned(v.to_array().map(f16::from_f32_const)) }
     }
     #[inline(always)]
     unsafe fn load_bf16(self, p: *const bf16) -> f32x4 {

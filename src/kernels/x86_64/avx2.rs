@@ -123,7 +123,7 @@ impl Simd for Avx2 {
         unsafe {
             let mut a = [0.0f32; 8];
             _mm256_storeu_ps(a.as_mut_ptr(), v);
-            p.cast::<[f16; 8]>().write_unaligned(a.map(f16::from_f32));
+            p.cast::<[f16; 8]>().write_unaligned(a.map(f16::from_f32_const));
         }
     }
     #[inline(always)]

@@ -145,7 +145,7 @@ impl Simd for Avx512 {
         unsafe {
             let mut a = [0.0f32; 16];
             _mm512_storeu_ps(a.as_mut_ptr(), v);
-            p.cast::<[f16; 16]>().write_unaligned(a.map(f16::from_f32));
+            p.cast::<[f16; 16]>().write_unaligned(a.map(f16::from_f32_const));
         }
     }
     #[inline(always)]
