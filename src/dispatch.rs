@@ -137,12 +137,12 @@ fn portable() -> Option<&'static Kernels> {
 }
 
 fn neon() -> Option<&'static Kernels> {
-    // NEON is part of every aarch64 target's baseline.
-    #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+    // NEON is part of every aarch64 target's baseline (the tier is little-endian only).
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon", target_endian = "little"))]
     {
         Some(&kernels::aarch64::neon::KERNELS)
     }
-    #[cfg(not(all(target_arch = "aarch64", target_feature = "neon")))]
+    #[cfg(not(all(target_arch = "aarch64", target_feature = "neon", target_endian = "little")))]
     {
         None
     }

@@ -74,6 +74,9 @@ pub(crate) trait Simd: Copy {
     /// Interleaves `a` and `b`: `([a0 b0 a1 b1 ..], [a(L/2) b(L/2) ..])`, the two halves in
     /// memory order.
     fn zip(self, a: Self::V, b: Self::V) -> (Self::V, Self::V);
+    /// Whether any lane of `a` or `b` is NaN (checked before every store, so it must be
+    /// cheap; the rare `true` takes the [`Simd::canonicalize_nan`] path).
+    fn any_nan(self, a: Self::V, b: Self::V) -> bool;
     /// Replaces NaN lanes with the canonical f32 NaN `0x7FC0_0000`.
     fn canonicalize_nan(self, v: Self::V) -> Self::V;
     /// Loads `LANES` f16 and widens them exactly.
@@ -101,6 +104,19 @@ pub(crate) trait Simd: Copy {
     /// # Safety
     /// `p .. p + LANES` is valid for writes.
     unsafe fn store_bf16(self, p: *mut bf16, v: Self::V);
+    /// Loads `LANES` interleaved bf16 pairs (`2 * LANES` elements) and widens them to
+    /// `(x0, x1)`. A pair is one little-endian 32-bit word `x1 << 16 | x0`, so
+    /// `x0 = word << 16` and `x1 = word & 0xFFFF_0000`: no shuffle.
+    ///
+    /// # Safety
+    /// `p .. p + 2 * LANES` is valid for reads.
+    unsafe fn load_bf16_pairs(self, p: *const bf16) -> (Self::V, Self::V);
+    /// Rounds `y0`, `y1` to bf16 as [`Simd::store_bf16`] does and stores them as `LANES`
+    /// interleaved pairs: `(round(y0) >> 16) | (round(y1) & 0xFFFF_0000)` per word.
+    ///
+    /// # Safety
+    /// `p .. p + 2 * LANES` is valid for writes.
+    unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: Self::V, y1: Self::V);
 }
 
 /// An element type as the vector kernels load and store it.
@@ -110,11 +126,70 @@ pub(crate) trait SimdElement: Element {
     /// # Safety
     /// `p .. p + S::LANES` is valid for reads.
     unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V;
+    /// Rounds `S::LANES` values once to `Self` and stores them; `v` holds no NaN but the
+    /// canonical one.
+    ///
+    /// # Safety
+    /// `p .. p + S::LANES` is valid for writes.
+    unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V);
+
     /// Rounds `S::LANES` values once to `Self` (NaN → canonical NaN) and stores them.
     ///
     /// # Safety
     /// `p .. p + S::LANES` is valid for writes.
-    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V);
+    #[inline(always)]
+    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V) {
+        let v = if s.any_nan(v, v) { s.canonicalize_nan(v) } else { v };
+        // SAFETY: forwarded from the caller; `v` is canonical.
+        unsafe { Self::store_canonical(s, p, v) }
+    }
+
+    /// Rotates `a` (an `Interleaved` call) if this type has a faster path than the
+    /// generic expanded-row one, and says whether it did.
+    ///
+    /// # Safety
+    /// As [`rotate`]; `s` proves its tier.
+    #[inline(always)]
+    unsafe fn interleaved_special<S: Simd>(s: S, a: &RotateArgs<'_, Self>) -> bool {
+        let _ = (s, a);
+        false
+    }
+
+    /// Runs [`scale`] if this type has a faster path than the generic one, and says whether
+    /// it did (the roofline must use the fastest load/store path the rotations use).
+    ///
+    /// # Safety
+    /// As [`scale`].
+    #[inline(always)]
+    unsafe fn scale_special<S: Simd>(s: S, x: *mut Self, len: usize, c: f32) -> bool {
+        let _ = (s, x, len, c);
+        false
+    }
+
+    /// Like [`SimdElement::interleaved_special`], for `HalfSplit` (`INVERSE == a.inverse`).
+    ///
+    /// # Safety
+    /// As [`rotate`]; `s` proves its tier.
+    #[inline(always)]
+    unsafe fn half_split_special<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_, Self>) -> bool {
+        let _ = (s, a);
+        false
+    }
+
+    /// [`SimdElement::store`] of two vectors, with one NaN check for both.
+    ///
+    /// # Safety
+    /// `p0 .. p0 + S::LANES` and `p1 .. p1 + S::LANES` are valid for writes.
+    #[inline(always)]
+    unsafe fn store2<S: Simd>(s: S, [p0, p1]: [*mut Self; 2], [v0, v1]: [S::V; 2]) {
+        let (v0, v1) =
+            if s.any_nan(v0, v1) { (s.canonicalize_nan(v0), s.canonicalize_nan(v1)) } else { (v0, v1) };
+        // SAFETY: forwarded from the caller; both vectors are canonical.
+        unsafe {
+            Self::store_canonical(s, p0, v0);
+            Self::store_canonical(s, p1, v1);
+        }
+    }
 }
 
 impl SimdElement for f32 {
@@ -124,9 +199,9 @@ impl SimdElement for f32 {
         unsafe { s.load(p) }
     }
     #[inline(always)]
-    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V) {
+    unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V) {
         // SAFETY: forwarded from the caller.
-        unsafe { s.store(p, s.canonicalize_nan(v)) }
+        unsafe { s.store(p, v) }
     }
 }
 
@@ -137,9 +212,9 @@ impl SimdElement for f16 {
         unsafe { s.load_f16(p) }
     }
     #[inline(always)]
-    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V) {
+    unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V) {
         // SAFETY: forwarded from the caller.
-        unsafe { s.store_f16(p, s.canonicalize_nan(v)) }
+        unsafe { s.store_f16(p, v) }
     }
 }
 
@@ -150,24 +225,60 @@ impl SimdElement for bf16 {
         unsafe { s.load_bf16(p) }
     }
     #[inline(always)]
-    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V) {
+    unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V) {
         // SAFETY: forwarded from the caller.
-        unsafe { s.store_bf16(p, s.canonicalize_nan(v)) }
+        unsafe { s.store_bf16(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn scale_special<S: Simd>(s: S, x: *mut Self, len: usize, c: f32) -> bool {
+        let blocks = len - len % (2 * S::LANES);
+        let cv = s.splat(c);
+        let mut i = 0;
+        while i < blocks {
+            // SAFETY: i + 2 lanes <= len.
+            unsafe {
+                let (e, o) = s.load_bf16_pairs(x.add(i));
+                store_words(s, x.add(i), s.mul(e, cv), s.mul(o, cv));
+            }
+            i += 2 * S::LANES;
+        }
+        // The rest (under two vectors) through the generic path.
+        // SAFETY: blocks..len is in bounds; no special path is taken for the rest.
+        unsafe { scale_generic(s, x.add(blocks), len - blocks, c) };
+        true
+    }
+    #[inline(always)]
+    unsafe fn half_split_special<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_, Self>) -> bool {
+        // SAFETY: forwarded from the caller.
+        unsafe { half_split_words::<S, INVERSE>(s, a) };
+        true
+    }
+    #[inline(always)]
+    unsafe fn interleaved_special<S: Simd>(s: S, a: &RotateArgs<'_, Self>) -> bool {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            if a.inverse {
+                interleaved_words::<S, true>(s, a);
+            } else {
+                interleaved_words::<S, false>(s, a);
+            }
+        }
+        true
     }
 }
 
-/// A zero-padded stack vector of up to [`MAX_LANES`] elements, for tails.
-struct Pad<T>([T; MAX_LANES]);
+/// A zero-padded stack buffer of up to two vectors ([`MAX_LANES`] each), for tails.
+struct Pad<T>([T; 2 * MAX_LANES]);
 
 impl<T: Copy + Default> Pad<T> {
-    /// The first `n < MAX_LANES` elements read from `p`, the rest default (zero).
+    /// The first `n < 2 * MAX_LANES` elements read from `p`, the rest default (zero).
     ///
     /// # Safety
     /// `p .. p + n` is valid for reads.
     #[inline(always)]
     unsafe fn read(p: *const T, n: usize) -> Self {
-        let mut b = Pad([T::default(); MAX_LANES]);
-        // SAFETY: n <= MAX_LANES (callers pass a tail shorter than a vector); the caller
+        let mut b = Pad([T::default(); 2 * MAX_LANES]);
+        // SAFETY: n < 2 * MAX_LANES (callers pass a tail shorter than two vectors); the caller
         // guarantees the source; a stack buffer never overlaps the caller's memory.
         unsafe { ptr::copy_nonoverlapping(p, b.0.as_mut_ptr(), n) };
         b
@@ -185,39 +296,55 @@ impl<T: Copy + Default> Pad<T> {
 }
 
 /// One `HalfSplit` step over `S::LANES` pairs: `x0` at `p0`, `x1` at `p1`, results to `q0`,
-/// `q1`; `c`, `s` point at the pairs' cos and sin; `sign` is `-0.0` for inverse.
+/// `q1`; `c`, `sn` point at the pairs' cos and sin, negated when `INVERSE`.
 ///
 /// # Safety
 /// Each pointer is valid for `S::LANES` elements (reads for `p*`, `c`, `s`; writes for
 /// `q*`). `p0`/`q0` and `p1`/`q1` are equal or disjoint.
 #[inline(always)]
-unsafe fn half_split_step<S: Simd, T: SimdElement>(
+unsafe fn half_split_step<S: Simd, T: SimdElement, const INVERSE: bool>(
     s: S,
     [p0, p1]: [*const T; 2],
     [q0, q1]: [*mut T; 2],
     c: *const f32,
     sn: *const f32,
-    sign: S::V,
 ) {
     // SAFETY: the caller guarantees every range; both inputs are loaded before either
     // store, so an in-place step reads only unmodified elements.
     unsafe {
         let c = s.load(c);
-        let sn = s.xor(s.load(sn), sign);
+        let sn = if INVERSE { s.xor(s.load(sn), s.splat(-0.0)) } else { s.load(sn) };
         let x0 = T::load(s, p0);
         let x1 = T::load(s, p1);
         let y0 = s.sub(s.mul(x0, c), s.mul(x1, sn));
         let y1 = s.add(s.mul(x1, c), s.mul(x0, sn));
-        T::store(s, q0, y0);
-        T::store(s, q1, y1);
+        T::store2(s, [q0, q1], [y0, y1]);
     }
 }
 
-/// One `Interleaved` step over `S::LANES` elements (`S::LANES / 2` pairs).
+/// `Interleaved` on one vector: `x * cc + swap(x) * ss`.
 ///
 /// # Safety
-/// `p`, `cc`, `ss` valid for reads of `S::LANES` elements, `q` for writes; `p == q` or the
-/// ranges are disjoint.
+/// `p`, `cc`, `ss` valid for reads of `S::LANES` elements.
+#[inline(always)]
+unsafe fn interleaved_vec<S: Simd, T: SimdElement>(
+    s: S,
+    p: *const T,
+    cc: *const f32,
+    ss: *const f32,
+) -> S::V {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let x = T::load(s, p);
+        s.add(s.mul(x, s.load(cc)), s.mul(s.swap_pairs(x), s.load(ss)))
+    }
+}
+
+/// One `Interleaved` step over `2 * S::LANES` elements (`S::LANES` pairs).
+///
+/// # Safety
+/// `p`, `cc`, `ss` valid for reads of `2 * S::LANES` elements, `q` for writes; `p == q`
+/// or the ranges are disjoint.
 #[inline(always)]
 unsafe fn interleaved_step<S: Simd, T: SimdElement>(
     s: S,
@@ -226,11 +353,12 @@ unsafe fn interleaved_step<S: Simd, T: SimdElement>(
     cc: *const f32,
     ss: *const f32,
 ) {
-    // SAFETY: the caller guarantees every range; the load precedes the store.
+    let l = S::LANES;
+    // SAFETY: the caller guarantees every range; both loads precede the stores.
     unsafe {
-        let x = T::load(s, p);
-        let y = s.add(s.mul(x, s.load(cc)), s.mul(s.swap_pairs(x), s.load(ss)));
-        T::store(s, q, y);
+        let y0 = interleaved_vec(s, p, cc, ss);
+        let y1 = interleaved_vec(s, p.add(l), cc.add(l), ss.add(l));
+        T::store2(s, [q, q.add(l)], [y0, y1]);
     }
 }
 
@@ -268,69 +396,173 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
 /// As [`rotate`].
 #[inline(always)]
 unsafe fn half_split<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
-    let lanes = S::LANES;
-    let pairs = a.cos.len();
-    let body = pairs - pairs % lanes;
-    let tail = pairs - body;
-    let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
-    let sign = s.splat(if a.inverse { -0.0 } else { 0.0 });
+    if a.inverse {
+        // SAFETY: forwarded from the caller.
+        unsafe { half_split_dir::<S, T, true>(s, a) }
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { half_split_dir::<S, T, false>(s, a) }
+    }
+}
+
+/// # Safety
+/// As [`rotate`]; `INVERSE == a.inverse`.
+#[inline(always)]
+unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: &RotateArgs<'_, T>) {
+    // SAFETY: forwarded from the caller.
+    if unsafe { T::half_split_special::<S, INVERSE>(s, a) } {
+        return;
+    }
     for h in 0..a.heads {
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
-        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
-        let mut i = 0;
-        while i < body {
-            // SAFETY: i + lanes <= pairs, so both halves' chunks lie in 0..rotary_dim of
-            // the head and the cos/sin chunks in the rows.
-            unsafe {
-                half_split_step(
-                    s,
-                    [src.add(i), src.add(pairs + i)],
-                    [dst.add(i), dst.add(pairs + i)],
-                    cos.add(i),
-                    sin.add(i),
-                    sign,
-                );
-            }
-            i += lanes;
-        }
-        if tail != 0 {
-            // SAFETY: the last `tail` pairs of each half and of the rows are in bounds; the
-            // pads hold a full vector each.
-            unsafe {
-                let x0 = Pad::read(src.add(body), tail);
-                let x1 = Pad::read(src.add(pairs + body), tail);
-                let c = Pad::read(cos.add(body), tail);
-                let sn = Pad::read(sin.add(body), tail);
-                let mut y0 = Pad([T::default(); MAX_LANES]);
-                let mut y1 = Pad([T::default(); MAX_LANES]);
-                half_split_step(
-                    s,
-                    [x0.0.as_ptr(), x1.0.as_ptr()],
-                    [y0.0.as_mut_ptr(), y1.0.as_mut_ptr()],
-                    c.0.as_ptr(),
-                    sn.0.as_ptr(),
-                    sign,
-                );
-                y0.write(dst.add(body), tail);
-                y1.write(dst.add(pairs + body), tail);
-            }
+        unsafe {
+            let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
+            half_split_head::<S, T, INVERSE>(s, src, dst, a.cos, a.sin, 0);
         }
     }
+}
+
+/// `HalfSplit` on pairs `start..` of one head (`src`/`dst` point at element 0).
+///
+/// # Safety
+/// `src` and `dst` are one head of a [`RotateArgs`] (its contract) with `cos.len()` pairs.
+#[inline(always)]
+unsafe fn half_split_head<S: Simd, T: SimdElement, const INVERSE: bool>(
+    s: S,
+    src: *const T,
+    dst: *mut T,
+    cos: &[f32],
+    sin: &[f32],
+    start: usize,
+) {
+    let lanes = S::LANES;
+    let pairs = cos.len();
+    let body = pairs - (pairs - start) % lanes;
+    let tail = pairs - body;
+    let (cos, sin) = (cos.as_ptr(), sin.as_ptr());
+    let mut i = start;
+    while i < body {
+        // SAFETY: i + lanes <= pairs, so both halves' chunks lie in 0..rotary_dim of the head
+        // and the cos/sin chunks in the rows.
+        unsafe {
+            half_split_step::<S, T, INVERSE>(
+                s,
+                [src.add(i), src.add(pairs + i)],
+                [dst.add(i), dst.add(pairs + i)],
+                cos.add(i),
+                sin.add(i),
+            );
+        }
+        i += lanes;
+    }
+    if tail != 0 {
+        // SAFETY: the last `tail` pairs of each half and of the rows are in bounds; the pads
+        // hold a full vector each.
+        unsafe {
+            let x0 = Pad::read(src.add(body), tail);
+            let x1 = Pad::read(src.add(pairs + body), tail);
+            let c = Pad::read(cos.add(body), tail);
+            let sn = Pad::read(sin.add(body), tail);
+            let mut y0 = Pad([T::default(); 2 * MAX_LANES]);
+            let mut y1 = Pad([T::default(); 2 * MAX_LANES]);
+            half_split_step::<S, T, INVERSE>(
+                s,
+                [x0.0.as_ptr(), x1.0.as_ptr()],
+                [y0.0.as_mut_ptr(), y1.0.as_mut_ptr()],
+                c.0.as_ptr(),
+                sn.0.as_ptr(),
+            );
+            y0.write(dst.add(body), tail);
+            y1.write(dst.add(pairs + body), tail);
+        }
+    }
+}
+
+/// `HalfSplit` for bf16 without shuffles: `2 * LANES` consecutive elements of a half are
+/// `LANES` 32-bit words, widened to their even and odd elements with a shift and a mask
+/// ([`Simd::load_bf16_pairs`]). The rows are split the same way once per call, each lane
+/// computes the `HalfSplit` formula, and [`Simd::store_bf16_pairs`] narrows back. Pairs
+/// past the last whole block of `2 * LANES` take [`half_split_head`].
+///
+/// # Safety
+/// As [`rotate`]; `INVERSE == a.inverse`.
+#[inline(always)]
+unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_, bf16>) {
+    let lanes = S::LANES;
+    let pairs = a.cos.len();
+    let blocks = pairs - pairs % (2 * lanes);
+    // Rows split into even and odd entries per block: block `b` lane `j` holds entry
+    // `2 * lanes * b + 2 * j` (even) or `.. + 1` (odd). Only 0..blocks is written and read.
+    let mut ce = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let mut co = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let mut se = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let mut so = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    for k in 0..blocks / 2 {
+        let (b, j) = (k / lanes, k % lanes);
+        let (e, o) = (2 * lanes * b + 2 * j, 2 * lanes * b + 2 * j + 1);
+        let i = b * lanes + j;
+        ce.0[i].write(a.cos[e]);
+        co.0[i].write(a.cos[o]);
+        se.0[i].write(a.sin[e]);
+        so.0[i].write(a.sin[o]);
+    }
+    let rows = [&ce, &co, &se, &so].map(|r| r.0.as_ptr().cast::<f32>());
+    for h in 0..a.heads {
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract); each block
+        // covers elements i .. i + 2 lanes of both halves, i + 2 lanes <= blocks <= pairs,
+        // and row entries i / 2 .. i / 2 + lanes < blocks / 2, all initialised.
+        unsafe {
+            let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
+            let mut i = 0;
+            while i < blocks {
+                let r = i / 2;
+                let [ce, co, se, so] = rows.map(|p| s.load(p.add(r)));
+                let (se, so) =
+                    if INVERSE { (s.xor(se, s.splat(-0.0)), s.xor(so, s.splat(-0.0))) } else { (se, so) };
+                let (x0e, x0o) = s.load_bf16_pairs(src.add(i));
+                let (x1e, x1o) = s.load_bf16_pairs(src.add(pairs + i));
+                let y0e = s.sub(s.mul(x0e, ce), s.mul(x1e, se));
+                let y0o = s.sub(s.mul(x0o, co), s.mul(x1o, so));
+                let y1e = s.add(s.mul(x1e, ce), s.mul(x0e, se));
+                let y1o = s.add(s.mul(x1o, co), s.mul(x0o, so));
+                store_words(s, dst.add(i), y0e, y0o);
+                store_words(s, dst.add(pairs + i), y1e, y1o);
+                i += 2 * lanes;
+            }
+            half_split_head::<S, bf16, INVERSE>(s, src, dst, a.cos, a.sin, blocks);
+        }
+    }
+}
+
+/// [`Simd::store_bf16_pairs`] after the NaN check.
+///
+/// # Safety
+/// `p .. p + 2 * S::LANES` is valid for writes.
+#[inline(always)]
+unsafe fn store_words<S: Simd>(s: S, p: *mut bf16, even: S::V, odd: S::V) {
+    let (even, odd) =
+        if s.any_nan(even, odd) { (s.canonicalize_nan(even), s.canonicalize_nan(odd)) } else { (even, odd) };
+    // SAFETY: forwarded from the caller.
+    unsafe { s.store_bf16_pairs(p, even, odd) }
 }
 
 /// # Safety
 /// As [`rotate`].
 #[inline(always)]
 unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
+    // SAFETY: forwarded from the caller.
+    if unsafe { T::interleaved_special(s, a) } {
+        return;
+    }
     let lanes = S::LANES;
     let pairs = a.cos.len();
     let rotary_dim = 2 * pairs;
 
     // Expand the rows once per call: cc = [c0 c0 c1 c1 ..], ss = [-s0 s0 ..] forward or
     // [s0 -s0 ..] inverse. Only 0..rotary_dim is written, and only that is read.
-    let mut cc = [MaybeUninit::<f32>::uninit(); MAX_ROTARY_DIM];
-    let mut ss = [MaybeUninit::<f32>::uninit(); MAX_ROTARY_DIM];
-    let (ccp, ssp) = (cc.as_mut_ptr().cast::<f32>(), ss.as_mut_ptr().cast::<f32>());
+    let mut cc = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let mut ss = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let (ccp, ssp) = (cc.0.as_mut_ptr().cast::<f32>(), ss.0.as_mut_ptr().cast::<f32>());
     let sign = s.splat(if a.inverse { -0.0 } else { 0.0 });
     let neg = s.splat(-0.0);
     let expand_body = pairs - pairs % lanes;
@@ -360,32 +592,109 @@ unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
         }
     }
 
+    // Two vectors per step, then at most one single vector, then a partial one.
+    let body2 = rotary_dim - rotary_dim % (2 * lanes);
     let body = rotary_dim - rotary_dim % lanes;
     let tail = rotary_dim - body;
+    let (ccp, ssp) = (ccp.cast_const(), ssp.cast_const());
     for h in 0..a.heads {
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         let mut j = 0;
-        while j < body {
-            // SAFETY: j + lanes <= rotary_dim: inside the head and the initialised part
+        while j < body2 {
+            // SAFETY: j + 2 * lanes <= rotary_dim: inside the head and the initialised part
             // of cc/ss.
             unsafe { interleaved_step(s, src.add(j), dst.add(j), ccp.add(j), ssp.add(j)) };
-            j += lanes;
+            j += 2 * lanes;
+        }
+        if body2 < body {
+            // SAFETY: body2 + lanes == body <= rotary_dim, as above.
+            unsafe {
+                let y = interleaved_vec(s, src.add(body2), ccp.add(body2), ssp.add(body2));
+                T::store(s, dst.add(body2), y);
+            }
         }
         if tail != 0 {
             // SAFETY: body..rotary_dim is in the head and initialised in cc/ss; the pads
             // hold a full vector each.
             unsafe {
                 let x = Pad::read(src.add(body), tail);
-                let c = Pad::read(ccp.add(body).cast_const(), tail);
-                let sn = Pad::read(ssp.add(body).cast_const(), tail);
-                let mut y = Pad([T::default(); MAX_LANES]);
-                interleaved_step(s, x.0.as_ptr(), y.0.as_mut_ptr(), c.0.as_ptr(), sn.0.as_ptr());
+                let c = Pad::read(ccp.add(body), tail);
+                let sn = Pad::read(ssp.add(body), tail);
+                let mut y = Pad([T::default(); 2 * MAX_LANES]);
+                T::store(s, y.0.as_mut_ptr(), interleaved_vec(s, x.0.as_ptr(), c.0.as_ptr(), sn.0.as_ptr()));
                 y.write(dst.add(body), tail);
             }
         }
     }
 }
+
+/// `Interleaved` for bf16: each pair is one 32-bit word, widened to `(x0, x1)` vectors
+/// with a shift and a mask ([`Simd::load_bf16_pairs`]), rotated with the `HalfSplit`
+/// formula and the rows as they are, and narrowed back without a shuffle.
+///
+/// # Safety
+/// As [`rotate`]; `INVERSE == a.inverse`.
+#[inline(always)]
+unsafe fn interleaved_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_, bf16>) {
+    let lanes = S::LANES;
+    let pairs = a.cos.len();
+    let body = pairs - pairs % lanes;
+    let tail = pairs - body;
+    let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
+    for h in 0..a.heads {
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
+        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        let mut i = 0;
+        while i < body {
+            // SAFETY: i + lanes <= pairs: elements 2i .. 2i + 2 lanes are in the head.
+            unsafe { words_step::<S, INVERSE>(s, src.add(2 * i), dst.add(2 * i), cos.add(i), sin.add(i)) };
+            i += lanes;
+        }
+        if tail != 0 {
+            // SAFETY: the last `tail` pairs and row entries are in bounds; the pads hold two
+            // vectors of elements and of row entries.
+            unsafe {
+                let x = Pad::read(src.add(2 * body), 2 * tail);
+                let c = Pad::read(cos.add(body), tail);
+                let sn = Pad::read(sin.add(body), tail);
+                let mut y = Pad([bf16::ZERO; 2 * MAX_LANES]);
+                words_step::<S, INVERSE>(s, x.0.as_ptr(), y.0.as_mut_ptr(), c.0.as_ptr(), sn.0.as_ptr());
+                y.write(dst.add(2 * body), 2 * tail);
+            }
+        }
+    }
+}
+
+/// One step of [`interleaved_words`]: `S::LANES` pairs from `p` to `q`, rows at `c`, `sn`
+/// (negated when `INVERSE`).
+///
+/// # Safety
+/// `p` valid for reads and `q` for writes of `2 * S::LANES` bf16, `c` and `sn` for reads of
+/// `S::LANES` f32; `p == q` or disjoint.
+#[inline(always)]
+unsafe fn words_step<S: Simd, const INVERSE: bool>(
+    s: S,
+    p: *const bf16,
+    q: *mut bf16,
+    c: *const f32,
+    sn: *const f32,
+) {
+    // SAFETY: the caller guarantees every range; the loads precede the store.
+    unsafe {
+        let c = s.load(c);
+        let sn = if INVERSE { s.xor(s.load(sn), s.splat(-0.0)) } else { s.load(sn) };
+        let (x0, x1) = s.load_bf16_pairs(p);
+        let y0 = s.sub(s.mul(x0, c), s.mul(x1, sn));
+        let y1 = s.add(s.mul(x1, c), s.mul(x0, sn));
+        store_words(s, q, y0, y1);
+    }
+}
+
+/// A cos/sin row expanded for `Interleaved`, aligned so that vector loads from it never
+/// straddle a cache line.
+#[repr(C, align(64))]
+struct Row([MaybeUninit<f32>; MAX_ROTARY_DIM]);
 
 /// The roofline baseline: `x[i] = round(x[i] * c)` in place through the same
 /// load/convert/store path as [`rotate`] (so NaN canonicalisation included).
@@ -394,17 +703,41 @@ unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
 /// `x .. x + len` is valid for reads and writes; `s` proves the CPU supports its tier.
 #[inline(always)]
 pub(crate) unsafe fn scale<S: Simd, T: SimdElement>(s: S, x: *mut T, len: usize, c: f32) {
+    // SAFETY: forwarded from the caller.
+    if unsafe { T::scale_special(s, x, len, c) } {
+        return;
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { scale_generic(s, x, len, c) }
+}
+
+/// [`scale`] through [`SimdElement::load`] and [`SimdElement::store2`].
+///
+/// # Safety
+/// As [`scale`].
+#[inline(always)]
+unsafe fn scale_generic<S: Simd, T: SimdElement>(s: S, x: *mut T, len: usize, c: f32) {
     let lanes = S::LANES;
+    let body2 = len - len % (2 * lanes);
     let body = len - len % lanes;
     let cv = s.splat(c);
     let mut i = 0;
-    while i < body {
-        // SAFETY: i + lanes <= len.
+    // Two vectors per step with one NaN check, as the rotate kernels store.
+    while i < body2 {
+        // SAFETY: i + 2 * lanes <= len.
         unsafe {
-            let p = x.add(i);
+            let (p0, p1) = (x.add(i), x.add(i + lanes));
+            let (y0, y1) = (s.mul(T::load(s, p0), cv), s.mul(T::load(s, p1), cv));
+            T::store2(s, [p0, p1], [y0, y1]);
+        }
+        i += 2 * lanes;
+    }
+    if body2 < body {
+        // SAFETY: body2 + lanes == body <= len.
+        unsafe {
+            let p = x.add(body2);
             T::store(s, p, s.mul(T::load(s, p), cv));
         }
-        i += lanes;
     }
     if body < len {
         // SAFETY: body..len is in bounds; the pad holds a full vector.

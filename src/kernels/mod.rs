@@ -18,7 +18,8 @@ use half::{bf16, f16};
 use crate::config::Layout;
 use crate::dispatch::Tier;
 
-#[cfg(target_arch = "aarch64")]
+// The NEON tier reads a bf16 pair as one little-endian word; aarch64_be gets Portable.
+#[cfg(all(target_arch = "aarch64", target_endian = "little"))]
 pub(crate) mod aarch64;
 pub(crate) mod generic;
 pub(crate) mod portable;

@@ -5,7 +5,7 @@
 //! `f16` has no baseline vector conversion on these targets, so its lanes are converted
 //! one by one with `half`'s software routines (round to nearest even, the functions the
 //! oracle uses); the arithmetic stays in vectors. `bf16` is widened by a 16-bit shift and rounded with
-//! [`bf16_round_bits`](super::generic::bf16_round_bits) lane-wise in `u32x4`.
+//! the integer rounding of [`Simd::store_bf16`] lane-wise in `u32x4`.
 
 use half::{bf16, f16};
 use wide::{f32x4, u32x4};
@@ -78,6 +78,10 @@ impl Simd for Portable {
         (a.unpack_lo(b), a.unpack_hi(b))
     }
     #[inline(always)]
+    fn any_nan(self, a: f32x4, b: f32x4) -> bool {
+        (a.is_nan() | b.is_nan()).any()
+    }
+    #[inline(always)]
     fn canonicalize_nan(self, v: f32x4) -> f32x4 {
         v.is_nan().select(f32x4::splat(f32::from_bits(crate::CANONICAL_NAN_F32)), v)
     }
@@ -100,12 +104,35 @@ impl Simd for Portable {
     }
     #[inline(always)]
     unsafe fn store_bf16(self, p: *mut bf16, v: f32x4) {
-        // bf16_round_bits, four lanes at a time.
-        let bits = v.to_bits();
-        let lsb: u32x4 = (bits >> 16) & u32x4::splat(1);
-        let r: u32x4 = (bits + u32x4::splat(0x7FFF) + lsb) >> 16;
+        let r: u32x4 = round_bf16(v) >> 16;
         let r = r.to_array();
         // SAFETY: the caller guarantees 4 writable bf16.
         unsafe { p.cast::<[u16; 4]>().write_unaligned(r.map(|x| x as u16)) }
     }
+    #[inline(always)]
+    unsafe fn load_bf16_pairs(self, p: *const bf16) -> (f32x4, f32x4) {
+        // SAFETY: the caller guarantees 8 readable bf16.
+        let h = unsafe { p.cast::<[u16; 8]>().read_unaligned() };
+        // The pair word `x1 << 16 | x0`, built explicitly (any endianness).
+        let w = u32x4::new([0, 1, 2, 3].map(|i| u32::from(h[2 * i]) | u32::from(h[2 * i + 1]) << 16));
+        (f32x4::from_bits(w << 16), f32x4::from_bits(w & u32x4::splat(0xFFFF_0000)))
+    }
+    #[inline(always)]
+    unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: f32x4, y1: f32x4) {
+        let (lo, hi): (u32x4, u32x4) = (round_bf16(y0) >> 16, round_bf16(y1) >> 16);
+        let (lo, hi) = (lo.to_array(), hi.to_array());
+        let h: [u16; 8] =
+            core::array::from_fn(|i| if i % 2 == 0 { lo[i / 2] as u16 } else { hi[i / 2] as u16 });
+        // SAFETY: the caller guarantees 8 writable bf16.
+        unsafe { p.cast::<[u16; 8]>().write_unaligned(h) }
+    }
+}
+
+/// `bits + 0x7FFF + ((bits >> 16) & 1)` per lane: the bf16 rounding of
+/// [`Simd::store_bf16`]; the rounded bf16 is the high half.
+#[inline(always)]
+fn round_bf16(v: f32x4) -> u32x4 {
+    let bits = v.to_bits();
+    let lsb: u32x4 = (bits >> 16) & u32x4::splat(1);
+    bits + u32x4::splat(0x7FFF) + lsb
 }

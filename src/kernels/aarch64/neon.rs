@@ -22,6 +22,20 @@ pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Neon);
 #[derive(Clone, Copy)]
 pub(crate) struct Neon(());
 
+impl Neon {
+    /// `bits + 0x7FFF + ((bits >> 16) & 1)` per lane: the bf16 rounding of
+    /// [`Simd::store_bf16`]; the rounded bf16 is the high half.
+    #[inline(always)]
+    fn round_bf16(self, v: float32x4_t) -> uint32x4_t {
+        // SAFETY: the token proves NEON.
+        unsafe {
+            let bits = vreinterpretq_u32_f32(v);
+            let lsb = vandq_u32(vshrq_n_u32::<16>(bits), vdupq_n_u32(1));
+            vaddq_u32(vaddq_u32(bits, vdupq_n_u32(0x7FFF)), lsb)
+        }
+    }
+}
+
 /// # Safety
 /// The contract of [`RotateFn`](crate::kernels::RotateFn).
 #[target_feature(enable = "neon")]
@@ -89,6 +103,11 @@ impl Simd for Neon {
         unsafe { (vzip1q_f32(a, b), vzip2q_f32(a, b)) }
     }
     #[inline(always)]
+    fn any_nan(self, a: float32x4_t, b: float32x4_t) -> bool {
+        // SAFETY: the token proves NEON.
+        unsafe { vminvq_u32(vandq_u32(vceqq_f32(a, a), vceqq_f32(b, b))) == 0 }
+    }
+    #[inline(always)]
     fn canonicalize_nan(self, v: float32x4_t) -> float32x4_t {
         // SAFETY: the token proves NEON.
         unsafe {
@@ -129,11 +148,29 @@ impl Simd for Neon {
     unsafe fn store_bf16(self, p: *mut bf16, v: float32x4_t) {
         // SAFETY: the token proves NEON; the caller guarantees 4 writable bf16.
         unsafe {
-            // generic::bf16_round_bits on 4 lanes: (bits + 0x7FFF + lsb) >> 16.
-            let bits = vreinterpretq_u32_f32(v);
-            let lsb = vandq_u32(vshrq_n_u32::<16>(bits), vdupq_n_u32(1));
-            let r = vaddq_u32(vaddq_u32(bits, vdupq_n_u32(0x7FFF)), lsb);
-            vst1_u16(p.cast(), vshrn_n_u32::<16>(r));
+            vst1_u16(p.cast(), vshrn_n_u32::<16>(self.round_bf16(v)));
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16_pairs(self, p: *const bf16) -> (float32x4_t, float32x4_t) {
+        // SAFETY: the token proves NEON; the caller guarantees 8 readable bf16. The NEON
+        // tier is little-endian only, so a pair is the word `x1 << 16 | x0`.
+        unsafe {
+            let w = vreinterpretq_u32_u16(vld1q_u16(p.cast()));
+            let x0 = vshlq_n_u32::<16>(w);
+            let x1 = vandq_u32(w, vdupq_n_u32(0xFFFF_0000));
+            (vreinterpretq_f32_u32(x0), vreinterpretq_f32_u32(x1))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: float32x4_t, y1: float32x4_t) {
+        // SAFETY: the token proves NEON; the caller guarantees 8 writable bf16.
+        unsafe {
+            let w = vorrq_u32(
+                vshrq_n_u32::<16>(self.round_bf16(y0)),
+                vandq_u32(self.round_bf16(y1), vdupq_n_u32(0xFFFF_0000)),
+            );
+            vst1q_u16(p.cast(), vreinterpretq_u16_u32(w));
         }
     }
 }

@@ -18,6 +18,18 @@ pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx2);
 pub(crate) struct Avx2(());
 
 impl Avx2 {
+    /// `bits + 0x7FFF + ((bits >> 16) & 1)` per lane: the bf16 rounding of
+    /// [`Simd::store_bf16`]; the rounded bf16 is the high half.
+    #[inline(always)]
+    fn round_bf16(self, v: __m256) -> __m256i {
+        // SAFETY: the token proves AVX2.
+        unsafe {
+            let bits = _mm256_castps_si256(v);
+            let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
+            _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFF)), lsb)
+        }
+    }
+
     /// # Safety
     /// The CPU supports AVX2 and F16C.
     #[inline(always)]
@@ -99,6 +111,11 @@ impl Simd for Avx2 {
         }
     }
     #[inline(always)]
+    fn any_nan(self, a: __m256, b: __m256) -> bool {
+        // SAFETY: the token proves AVX2.
+        unsafe { _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(a, b)) != 0 }
+    }
+    #[inline(always)]
     fn canonicalize_nan(self, v: __m256) -> __m256 {
         // SAFETY: see `splat`.
         unsafe {
@@ -137,16 +154,29 @@ impl Simd for Avx2 {
     unsafe fn store_bf16(self, p: *mut bf16, v: __m256) {
         // SAFETY: see `splat`.
         unsafe {
-            // generic::bf16_round_bits on 8 lanes: (bits + 0x7FFF + lsb) >> 16.
-            let bits = _mm256_castps_si256(v);
-            let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
-            let r = _mm256_srli_epi32::<16>(_mm256_add_epi32(
-                _mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFF)),
-                lsb,
-            ));
+            let r = _mm256_srli_epi32::<16>(self.round_bf16(v));
             // Every lane is < 0x10000, so the unsigned saturating pack is exact.
             let packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256::<1>(r));
             _mm_storeu_si128(p.cast(), packed);
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16_pairs(self, p: *const bf16) -> (__m256, __m256) {
+        // SAFETY: the token proves AVX2; the caller guarantees 16 readable bf16.
+        unsafe {
+            let w = _mm256_loadu_si256(p.cast());
+            let x0 = _mm256_slli_epi32::<16>(w);
+            let x1 = _mm256_and_si256(w, _mm256_set1_epi32(0xFFFF_0000u32 as i32));
+            (_mm256_castsi256_ps(x0), _mm256_castsi256_ps(x1))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: __m256, y1: __m256) {
+        // SAFETY: the token proves AVX2; the caller guarantees 16 writable bf16.
+        unsafe {
+            let lo = _mm256_srli_epi32::<16>(self.round_bf16(y0));
+            let hi = _mm256_and_si256(self.round_bf16(y1), _mm256_set1_epi32(0xFFFF_0000u32 as i32));
+            _mm256_storeu_si256(p.cast(), _mm256_or_si256(lo, hi));
         }
     }
 }

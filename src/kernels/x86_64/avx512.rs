@@ -22,6 +22,18 @@ pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx512);
 pub(crate) struct Avx512(());
 
 impl Avx512 {
+    /// `bits + 0x7FFF + ((bits >> 16) & 1)` per lane: the bf16 rounding of
+    /// [`Simd::store_bf16`]; the rounded bf16 is the high half.
+    #[inline(always)]
+    fn round_bf16(self, v: __m512) -> __m512i {
+        // SAFETY: the token proves AVX-512F.
+        unsafe {
+            let bits = _mm512_castps_si512(v);
+            let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
+            _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb)
+        }
+    }
+
     /// # Safety
     /// The CPU supports AVX-512F (which implies AVX2 and F16C).
     #[inline(always)]
@@ -104,6 +116,16 @@ impl Simd for Avx512 {
         }
     }
     #[inline(always)]
+    fn any_nan(self, a: __m512, b: __m512) -> bool {
+        // SAFETY: the token proves AVX-512F.
+        unsafe {
+            let (abs, inf) = (_mm512_set1_epi32(0x7FFF_FFFF), _mm512_set1_epi32(0x7F80_0000));
+            let na = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(a), abs), inf);
+            let nb = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(b), abs), inf);
+            (na | nb) != 0
+        }
+    }
+    #[inline(always)]
     fn canonicalize_nan(self, v: __m512) -> __m512 {
         // SAFETY: the token proves AVX-512F.
         unsafe {
@@ -159,15 +181,28 @@ impl Simd for Avx512 {
     unsafe fn store_bf16(self, p: *mut bf16, v: __m512) {
         // SAFETY: the token proves AVX-512F; the caller guarantees 16 writable bf16.
         unsafe {
-            // generic::bf16_round_bits on 16 lanes: (bits + 0x7FFF + lsb) >> 16.
-            let bits = _mm512_castps_si512(v);
-            let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
-            let r = _mm512_srli_epi32::<16>(_mm512_add_epi32(
-                _mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)),
-                lsb,
-            ));
+            let r = _mm512_srli_epi32::<16>(self.round_bf16(v));
             // vpmovdw truncates each lane to 16 bits; every lane is < 0x10000.
             _mm256_storeu_si256(p.cast(), _mm512_cvtepi32_epi16(r));
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16_pairs(self, p: *const bf16) -> (__m512, __m512) {
+        // SAFETY: the token proves AVX-512F; the caller guarantees 32 readable bf16.
+        unsafe {
+            let w = _mm512_loadu_si512(p.cast());
+            let x0 = _mm512_slli_epi32::<16>(w);
+            let x1 = _mm512_and_si512(w, _mm512_set1_epi32(0xFFFF_0000u32 as i32));
+            (_mm512_castsi512_ps(x0), _mm512_castsi512_ps(x1))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: __m512, y1: __m512) {
+        // SAFETY: the token proves AVX-512F; the caller guarantees 32 writable bf16.
+        unsafe {
+            let lo = _mm512_srli_epi32::<16>(self.round_bf16(y0));
+            let hi = _mm512_and_si512(self.round_bf16(y1), _mm512_set1_epi32(0xFFFF_0000u32 as i32));
+            _mm512_storeu_si512(p.cast(), _mm512_or_si512(lo, hi));
         }
     }
 }
