@@ -12,7 +12,8 @@
 //! instructions. Throughput is in elements (q plus k) per second.
 //!
 //! Run: `cargo bench --bench rope` (a few minutes), then `python3 scripts/bench-table.py`
-//! for the README table. Filter with criterion's usual argument, e.g.
+//! for the README table (from each benchmark's fastest sample; `--median` for criterion's
+//! median). Filter with criterion's usual argument, e.g.
 //! `cargo bench --bench rope -- prefill/bf16`.
 
 use std::hint::black_box;
@@ -104,7 +105,7 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_millis(1000))
-        .sample_size(20);
+        .sample_size(50);
     targets = bench
 }
 criterion_main!(benches);

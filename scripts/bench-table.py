@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Turns the criterion results of `cargo bench --bench rope` into the README table.
 
-Reads target/criterion/**/new/{benchmark,estimates}.json (or the directory given as the
-first argument), and prints one markdown row per (shape, dtype, layout, tier): the rotate
-kernel's and the same tier's roofline (`x *= c`) throughput in elements per second, from
-criterion's median time, and their ratio. Then it checks the issue's targets for the SIMD
+Reads target/criterion/**/new/{benchmark,sample}.json (or the directory given as the first
+argument), and prints one markdown row per (shape, dtype, layout, tier): the rotate
+kernel's and the same tier's roofline (`x *= c`) throughput in elements per second and
+their ratio. The time per iteration is that of criterion's fastest sample (each sample is
+many iterations; `--median` uses criterion's median estimate instead): on a machine shared
+with other work, preemption inflates most samples by different amounts, and the fastest
+sample is the one that measures the code rather than the neighbours. Then it checks the issue's targets for the SIMD
 tiers: f32 rope >= 0.9x roofline on prefill and long, >= 0.7x on decode; bf16 elements/s
 >= the f32 figure on prefill and long.
 
-Usage: cargo bench --bench rope && python3 scripts/bench-table.py [CRITERION_DIR]
+Usage: cargo bench --bench rope && python3 scripts/bench-table.py [--median] [CRITERION_DIR]
 """
 
 import glob
@@ -23,7 +26,7 @@ TIERS = ["scalar", "portable", "neon", "avx2", "avx512"]
 SIMD = {"neon", "avx2", "avx512"}
 
 
-def load(root):
+def load(root, median):
     """{(shape, dtype, layout, tier, kind): elements per second}"""
     out = {}
     for bench in glob.glob(os.path.join(root, "**", "new", "benchmark.json"), recursive=True):
@@ -33,8 +36,13 @@ def load(root):
         fparts = (b.get("function_id") or "").split("/")
         if len(parts) != 3 or len(fparts) != 2 or "Elements" not in (b.get("throughput") or {}):
             continue
-        with open(os.path.join(os.path.dirname(bench), "estimates.json")) as f:
-            ns = json.load(f)["median"]["point_estimate"]
+        if median:
+            with open(os.path.join(os.path.dirname(bench), "estimates.json")) as f:
+                ns = json.load(f)["median"]["point_estimate"]
+        else:
+            with open(os.path.join(os.path.dirname(bench), "sample.json")) as f:
+                sample = json.load(f)
+            ns = min(t / n for t, n in zip(sample["times"], sample["iters"]))
         out[(*parts, *fparts)] = b["throughput"]["Elements"] / (ns * 1e-9)
     return out
 
@@ -44,10 +52,14 @@ def fmt(v):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join("target", "criterion")
-    r = load(root)
+    args = [a for a in sys.argv[1:] if a != "--median"]
+    median = "--median" in sys.argv[1:]
+    root = args[0] if args else os.path.join("target", "criterion")
+    r = load(root, median)
     if not r:
         sys.exit(f"no rope benchmark results under {root}; run `cargo bench --bench rope` first")
+    print(f"Time per iteration: criterion's {'median' if median else 'fastest sample'}.")
+    print()
     print("| shape | dtype | layout | tier | rope (Gelem/s) | roofline (Gelem/s) | rope / roofline |")
     print("|---|---|---|---|---:|---:|---:|")
     for s in SHAPES:

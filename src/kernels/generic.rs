@@ -17,14 +17,24 @@
 //!   lane `2i` is `(x0 * c) + (x1 * -s) == (x0 * c) - (x1 * s)`, lane `2i + 1` is
 //!   `(x1 * c) + (x0 * s)`.
 //!
+//! - bf16, both layouts: a pair of adjacent bf16 is one 32-bit word, so
+//!   [`Simd::load_bf16_pairs`] widens its two elements with a shift and a mask (no shuffle)
+//!   and the lanes compute the `HalfSplit` formula above; for `HalfSplit` the adjacent
+//!   elements are two different pairs, with their row entries split into even and odd once
+//!   per call.
+//!
 //! Each result is then rounded once to the element type with NaN lanes replaced by the
 //! canonical NaN first (for `f16`/`bf16` the canonical f32 NaN rounds to the canonical NaN
-//! of the type), exactly as [`Element::from_f32`](crate::Element::from_f32) does.
+//! of the type), exactly as [`Element::from_f32`](crate::Element::from_f32) does. The NaN
+//! replacement is a branch taken only when one of two result vectors holds a NaN
+//! ([`Simd::any_nan`]), so clean data pays one compare per two vectors.
 //!
-//! # Tails
+//! # Tails and prefetch
 //! Work that does not fill a vector (`rotary_dim / 2` not a multiple of the lane count) is
 //! copied into zero-padded stack buffers, run through the same vector step, and the live
-//! lanes copied back, so tails take the same instructions as the body.
+//! lanes copied back, so tails take the same instructions as the body. Each head loop
+//! prefetches the head about [`PREFETCH_BYTES`] ahead ([`Simd::prefetch`]; a no-op where a
+//! tier has none), which keeps long, memory-bound calls streaming.
 
 use core::mem::MaybeUninit;
 use core::ptr;
@@ -117,7 +127,35 @@ pub(crate) trait Simd: Copy {
     /// # Safety
     /// `p .. p + 2 * LANES` is valid for writes.
     unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: Self::V, y1: Self::V);
+    /// Hints that the cache line holding `p` will be read soon. Never faults (any address
+    /// is allowed); the default does nothing.
+    #[inline(always)]
+    fn prefetch(self, p: *const u8) {
+        let _ = p;
+    }
 }
+
+/// Prefetches the `bytes` bytes at `p` (a head a few heads ahead; may be past the buffer).
+#[inline(always)]
+fn prefetch_range<S: Simd>(s: S, p: *const u8, bytes: usize) {
+    let mut o = 0;
+    while o < bytes {
+        s.prefetch(p.wrapping_add(o));
+        o += 64;
+    }
+}
+
+/// How far ahead the kernels prefetch: the head at least this many bytes of rotated
+/// elements ahead (two heads of 128 f32), and at least the next head.
+const PREFETCH_BYTES: usize = 1024;
+
+/// The number of heads to prefetch ahead when a head's rotated part is `bytes` long.
+#[inline(always)]
+fn heads_ahead(bytes: usize) -> usize {
+    PREFETCH_BYTES.div_ceil(bytes.max(1))
+}
+/// How far ahead the roofline prefetches (about two heads of 128 f32).
+const SCALE_PREFETCH_BYTES: usize = PREFETCH_BYTES;
 
 /// An element type as the vector kernels load and store it.
 pub(crate) trait SimdElement: Element {
@@ -235,6 +273,7 @@ impl SimdElement for bf16 {
         let cv = s.splat(c);
         let mut i = 0;
         while i < blocks {
+            s.prefetch(x.wrapping_add(i).cast::<u8>().wrapping_add(SCALE_PREFETCH_BYTES));
             // SAFETY: i + 2 lanes <= len.
             unsafe {
                 let (e, o) = s.load_bf16_pairs(x.add(i));
@@ -413,7 +452,10 @@ unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: 
     if unsafe { T::half_split_special::<S, INVERSE>(s, a) } {
         return;
     }
+    let bytes = 2 * a.cos.len() * core::mem::size_of::<T>();
+    let ahead = heads_ahead(bytes);
     for h in 0..a.heads {
+        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), bytes);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         unsafe {
             let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
@@ -497,17 +539,26 @@ unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_
     let mut co = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
     let mut se = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
     let mut so = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
-    for k in 0..blocks / 2 {
-        let (b, j) = (k / lanes, k % lanes);
-        let (e, o) = (2 * lanes * b + 2 * j, 2 * lanes * b + 2 * j + 1);
-        let i = b * lanes + j;
-        ce.0[i].write(a.cos[e]);
-        co.0[i].write(a.cos[o]);
-        se.0[i].write(a.sin[e]);
-        so.0[i].write(a.sin[o]);
+    {
+        let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
+        let [ce, co, se, so] = [&mut ce, &mut co, &mut se, &mut so].map(|r| r.0.as_mut_ptr().cast::<f32>());
+        // Block b, lane j: row entry 2 lanes b + 2 j (even) or + 1 (odd) goes to lanes b + j,
+        // which is k / 2 for the entry k = 2 lanes b + 2 j: a plain stride-2 split.
+        for k in 0..blocks / 2 {
+            // SAFETY: 2 k + 1 < blocks <= pairs entries of the rows; k < blocks / 2 <=
+            // MAX_ROTARY_DIM entries of the buffers.
+            unsafe {
+                ce.add(k).write(*cos.add(2 * k));
+                co.add(k).write(*cos.add(2 * k + 1));
+                se.add(k).write(*sin.add(2 * k));
+                so.add(k).write(*sin.add(2 * k + 1));
+            }
+        }
     }
     let rows = [&ce, &co, &se, &so].map(|r| r.0.as_ptr().cast::<f32>());
+    let ahead = heads_ahead(4 * pairs);
     for h in 0..a.heads {
+        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), 4 * pairs);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract); each block
         // covers elements i .. i + 2 lanes of both halves, i + 2 lanes <= blocks <= pairs,
         // and row entries i / 2 .. i / 2 + lanes < blocks / 2, all initialised.
@@ -597,7 +648,10 @@ unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
     let body = rotary_dim - rotary_dim % lanes;
     let tail = rotary_dim - body;
     let (ccp, ssp) = (ccp.cast_const(), ssp.cast_const());
+    let bytes = rotary_dim * core::mem::size_of::<T>();
+    let ahead = heads_ahead(bytes);
     for h in 0..a.heads {
+        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), bytes);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         let mut j = 0;
@@ -642,7 +696,9 @@ unsafe fn interleaved_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'
     let body = pairs - pairs % lanes;
     let tail = pairs - body;
     let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
+    let ahead = heads_ahead(4 * pairs);
     for h in 0..a.heads {
+        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), 4 * pairs);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         let mut i = 0;
@@ -724,6 +780,7 @@ unsafe fn scale_generic<S: Simd, T: SimdElement>(s: S, x: *mut T, len: usize, c:
     let mut i = 0;
     // Two vectors per step with one NaN check, as the rotate kernels store.
     while i < body2 {
+        s.prefetch(x.wrapping_add(i).cast::<u8>().wrapping_add(SCALE_PREFETCH_BYTES));
         // SAFETY: i + 2 * lanes <= len.
         unsafe {
             let (p0, p1) = (x.add(i), x.add(i + lanes));

@@ -161,6 +161,11 @@ impl Simd for Avx2 {
         }
     }
     #[inline(always)]
+    fn prefetch(self, p: *const u8) {
+        // SAFETY: `prefetcht0` never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+    }
+    #[inline(always)]
     unsafe fn load_bf16_pairs(self, p: *const bf16) -> (__m256, __m256) {
         // SAFETY: the token proves AVX2; the caller guarantees 16 readable bf16.
         unsafe {

@@ -187,6 +187,11 @@ impl Simd for Avx512 {
         }
     }
     #[inline(always)]
+    fn prefetch(self, p: *const u8) {
+        // SAFETY: `prefetcht0` never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+    }
+    #[inline(always)]
     unsafe fn load_bf16_pairs(self, p: *const bf16) -> (__m512, __m512) {
         // SAFETY: the token proves AVX-512F; the caller guarantees 32 readable bf16.
         unsafe {
