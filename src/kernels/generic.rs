@@ -135,14 +135,14 @@ pub(crate) trait Simd: Copy {
     }
 }
 
-/// Prefetches the `bytes` bytes at `p` (a head a few heads ahead; may be past the buffer).
+/// Prefetches a head of `bytes` rotated bytes at `p` (a head a few heads ahead; may be past
+/// the buffer): its first line and the line at its middle (where `HalfSplit`'s second half
+/// starts); the hardware prefetcher follows each stream from there. Prefetching every line
+/// cost decode-sized (cache-resident) calls about 10% and gained long calls nothing more.
 #[inline(always)]
 fn prefetch_range<S: Simd>(s: S, p: *const u8, bytes: usize) {
-    let mut o = 0;
-    while o < bytes {
-        s.prefetch(p.wrapping_add(o));
-        o += 64;
-    }
+    s.prefetch(p);
+    s.prefetch(p.wrapping_add(bytes / 2));
 }
 
 /// How far ahead the kernels prefetch: the head at least this many bytes of rotated
