@@ -236,3 +236,20 @@ pub fn bench_scale<T: Element>(tier: Tier, x: &mut [T], c: f32) -> Result<(), Ro
     unsafe { T::scale_fn(k)(x.as_mut_ptr(), x.len(), c) };
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every table the dispatcher hands out is the table of the tier it was asked for, so
+    /// `Rope::tier` and `active_tier` (which read `Kernels::tier`) name the code that runs.
+    #[test]
+    fn tables_match_their_tiers() {
+        for t in ALL_TIERS {
+            if let Some(k) = kernels_for(t) {
+                assert_eq!(k.tier, t);
+            }
+        }
+        assert!(kernels_for(Tier::Scalar).is_some() && kernels_for(Tier::Portable).is_some());
+    }
+}
