@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use rope_kernels::__sincos_bench as gen;
+use rope_kernels::__bench::sincos as gen;
 use rope_kernels::{AngleMode, Apply, CosSinTable, HeadsMut, Rope, RopeConfig, View};
 
 const HEAD_DIM: usize = 128;

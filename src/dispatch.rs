@@ -9,6 +9,7 @@
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
+use crate::element::Element;
 use crate::error::RopeError;
 use crate::kernels::{self, Kernels};
 
@@ -92,27 +93,28 @@ mod cpuid {
 
 /// Bit set of detected CPU features, computed once: bit 7 = detected, then one bit per
 /// feature group.
+#[cfg(target_arch = "x86_64")]
 static FEATURES: AtomicU8 = AtomicU8::new(0);
+#[cfg(target_arch = "x86_64")]
 const DETECTED: u8 = 1 << 7;
+#[cfg(target_arch = "x86_64")]
 const HAS_AVX2: u8 = 1 << 0;
+#[cfg(target_arch = "x86_64")]
 const HAS_AVX512: u8 = 1 << 1;
 
+#[cfg(target_arch = "x86_64")]
 fn features() -> u8 {
     let f = FEATURES.load(Ordering::Relaxed);
     if f & DETECTED != 0 {
         return f;
     }
-    #[allow(unused_mut)]
     let mut f = DETECTED;
-    #[cfg(target_arch = "x86_64")]
-    {
-        let (avx2, avx512) = cpuid::detect();
-        if avx2 {
-            f |= HAS_AVX2;
-        }
-        if avx512 {
-            f |= HAS_AVX512;
-        }
+    let (avx2, avx512) = cpuid::detect();
+    if avx2 {
+        f |= HAS_AVX2;
+    }
+    if avx512 {
+        f |= HAS_AVX512;
     }
     // Every racing thread stores the same value.
     FEATURES.store(f, Ordering::Relaxed);
@@ -136,20 +138,34 @@ pub(crate) fn kernels_for(tier: Tier) -> Option<&'static Kernels> {
 }
 
 fn portable() -> Option<&'static Kernels> {
-    None
+    Some(&kernels::portable::KERNELS)
 }
 
 fn neon() -> Option<&'static Kernels> {
-    None
+    // NEON is part of every aarch64 target's baseline (the tier is little-endian only).
+    #[cfg(all(target_arch = "aarch64", target_feature = "neon", target_endian = "little"))]
+    {
+        Some(&kernels::aarch64::neon::KERNELS)
+    }
+    #[cfg(not(all(target_arch = "aarch64", target_feature = "neon", target_endian = "little")))]
+    {
+        None
+    }
 }
 
 fn avx2() -> Option<&'static Kernels> {
-    let _ = features() & HAS_AVX2 != 0;
+    #[cfg(target_arch = "x86_64")]
+    if features() & HAS_AVX2 != 0 {
+        return Some(&kernels::x86_64::avx2::KERNELS);
+    }
     None
 }
 
 fn avx512() -> Option<&'static Kernels> {
-    let _ = features() & HAS_AVX512 != 0;
+    #[cfg(target_arch = "x86_64")]
+    if features() & HAS_AVX512 != 0 {
+        return Some(&kernels::x86_64::avx512::KERNELS);
+    }
     None
 }
 
@@ -232,4 +248,37 @@ pub fn reset_tier() -> Tier {
     let t = best_tier(None);
     ACTIVE.store(t as u8, Ordering::Relaxed);
     t
+}
+
+/// The roofline baseline of a tier, for benchmarks: `x[i] = round(x[i] * c)` in place,
+/// through the tier's own load, widen, round and store path (NaN results canonical), so a
+/// rotate kernel can be compared with a memory pass compiled for the same instructions.
+/// Not part of the API (re-exported as `rope_kernels::__bench::scale`).
+///
+/// # Errors
+/// [`RopeError::TierUnavailable`] if this build or CPU lacks `tier`.
+#[doc(hidden)]
+pub fn bench_scale<T: Element>(tier: Tier, x: &mut [T], c: f32) -> Result<(), RopeError> {
+    let k = kernels_for(tier).ok_or(RopeError::TierUnavailable)?;
+    // SAFETY: the slice is valid for reads and writes of its length; `kernels_for` only
+    // returns tables whose tier this CPU supports.
+    unsafe { T::scale_fn(k)(x.as_mut_ptr(), x.len(), c) };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every table the dispatcher hands out is the table of the tier it was asked for, so
+    /// `Rope::tier` and `active_tier` (which read `Kernels::tier`) name the code that runs.
+    #[test]
+    fn tables_match_their_tiers() {
+        for t in ALL_TIERS {
+            if let Some(k) = kernels_for(t) {
+                assert_eq!(k.tier, t);
+            }
+        }
+        assert!(kernels_for(Tier::Scalar).is_some() && kernels_for(Tier::Portable).is_some());
+    }
 }

@@ -5,6 +5,10 @@
 //! is stored as the canonical quiet NaN of the type (`0x7FC0_0000`, `0x7E00`, `0x7FC0`), so
 //! the output bits never depend on which NaN payload a CPU propagates. Pass-through
 //! dimensions (past `rotary_dim`) are copied bit for bit.
+//!
+//! The scalar `f16` conversions use `half`'s software routines (`*_const`), never F16C:
+//! the oracle's bits must not depend on the build's target features, and Miri cannot
+//! interpret `vcvtps2ph`. Both round to nearest even, so results are the same.
 
 use half::{bf16, f16};
 
@@ -73,14 +77,14 @@ impl Element for f16 {
     const DTYPE: DType = DType::F16;
     #[inline(always)]
     fn to_f32(self) -> f32 {
-        f16::to_f32(self)
+        f16::to_f32_const(self)
     }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
         if v.is_nan() {
             f16::from_bits(CANONICAL_NAN_F16)
         } else {
-            f16::from_f32(v)
+            f16::from_f32_const(v)
         }
     }
     #[inline(always)]

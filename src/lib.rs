@@ -49,5 +49,9 @@ pub use half::{bf16, f16};
 pub use rope::{Apply, CosSin, Direction, Heads, HeadsMut, Positions, Rope};
 pub use view::View;
 
+/// Benchmark support, not part of the API: no stability promise.
 #[doc(hidden)]
-pub use kernels::sincos::bench as __sincos_bench;
+pub mod __bench {
+    pub use crate::dispatch::bench_scale as scale;
+    pub use crate::kernels::sincos::bench as sincos;
+}

@@ -285,7 +285,7 @@ impl Rope {
             return Err(RopeError::PositionOverflow);
         }
         let freqs = self.frequencies_at(u64::from(start) + rows as u64)?;
-        let gen = SinCos::for_tier(self.tier());
+        let gen = SinCos::of(self.kernels());
         for (r, (c, s)) in cos.chunks_exact_mut(pairs).zip(sin.chunks_exact_mut(pairs)).enumerate() {
             fill_row(gen, &freqs, self.config.angle_mode, start + r as u32, c, s);
         }
@@ -551,22 +551,12 @@ impl Rope {
 
         let kernels = self.kernels();
         let rotate = T::rotate_fn(kernels);
-        let gen = SinCos::for_tier(kernels.tier);
+        let gen = SinCos::of(kernels);
         let layout: Layout = self.config.layout;
         let inverse = opts.direction == Direction::Inverse;
-        let mode: AngleMode = self.config.angle_mode;
-        let mut cos_buf = [0.0f32; MAX_PAIRS];
-        let mut sin_buf = [0.0f32; MAX_PAIRS];
-
-        for t in 0..tokens {
-            let pos = opts.positions.get(t);
-            let (cos, sin): (&[f32], &[f32]) = match opts.cos_sin {
-                CosSin::OnTheFly => {
-                    fill_row(gen, freqs, mode, pos, &mut cos_buf[..pairs], &mut sin_buf[..pairs]);
-                    (&cos_buf[..pairs], &sin_buf[..pairs])
-                }
-                CosSin::Table(table) => table.row_in_range(pos),
-            };
+        let head_dim = self.config.head_dim;
+        // Rotates token `t` of every tensor with one cos/sin row.
+        let rotate_token = |t: usize, cos: &[f32], sin: &[f32]| {
             for job in jobs.iter().flatten() {
                 if job.view_src.heads == 0 {
                     continue;
@@ -580,7 +570,7 @@ impl Rope {
                     heads: job.view_src.heads,
                     src_head_stride: job.view_src.head_stride,
                     dst_head_stride: job.view_dst.head_stride,
-                    head_dim: self.config.head_dim,
+                    head_dim,
                     cos,
                     sin,
                     layout,
@@ -589,7 +579,27 @@ impl Rope {
                 // SAFETY: validated views keep every head of this token in bounds and
                 // non-overlapping; in place, src == dst with equal strides; out of place,
                 // the buffers come from a `&[T]` and a `&mut [T]`, which cannot overlap.
+                // `kernels` came from the dispatcher, which checked the CPU.
                 unsafe { rotate(&args) };
+            }
+        };
+
+        match opts.cos_sin {
+            CosSin::Table(table) => {
+                for t in 0..tokens {
+                    let (cos, sin) = table.row_in_range(opts.positions.get(t));
+                    rotate_token(t, cos, sin);
+                }
+            }
+            CosSin::OnTheFly => {
+                let mode: AngleMode = self.config.angle_mode;
+                let mut cos_buf = [0.0f32; MAX_PAIRS];
+                let mut sin_buf = [0.0f32; MAX_PAIRS];
+                for t in 0..tokens {
+                    let pos = opts.positions.get(t);
+                    fill_row(gen, freqs, mode, pos, &mut cos_buf[..pairs], &mut sin_buf[..pairs]);
+                    rotate_token(t, &cos_buf[..pairs], &sin_buf[..pairs]);
+                }
             }
         }
         Ok(())

@@ -18,10 +18,17 @@ use half::{bf16, f16};
 use crate::config::Layout;
 use crate::dispatch::Tier;
 
+// The NEON tier reads a bf16 pair as one little-endian word; aarch64_be gets Portable.
+#[cfg(all(target_arch = "aarch64", target_endian = "little"))]
+pub(crate) mod aarch64;
+pub(crate) mod generic;
 #[cfg(feature = "__broken-tier-for-fuzz-demo")]
 pub(crate) mod mutant;
+pub(crate) mod portable;
 pub(crate) mod scalar;
 pub(crate) mod sincos;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_64;
 
 /// Arguments of one rotate call: the heads of one token of one tensor.
 ///
@@ -50,7 +57,16 @@ pub(crate) struct RotateArgs<'a, T> {
 /// reads and `dst + h * dst_head_stride .. + head_dim` valid for writes; `2 * cos.len() <=
 /// head_dim`. Either `src == dst` with equal head strides (in place), or the source and
 /// destination ranges do not overlap at all. The heads must not overlap one another.
+/// The CPU supports the tier of the [`Kernels`] table the function comes from (the
+/// dispatcher hands out a table only after detecting its features).
 pub(crate) type RotateFn<T> = unsafe fn(&RotateArgs<'_, T>);
+
+/// The roofline baseline of a tier: `x[i] = round(x[i] * c)` in place over `len` elements,
+/// through the tier's own load/convert/store path.
+///
+/// # Safety
+/// `x .. x + len` is valid for reads and writes; the CPU supports the table's tier.
+pub(crate) type ScaleFn<T> = unsafe fn(x: *mut T, len: usize, c: f32);
 
 /// One tier's entry points.
 pub(crate) struct Kernels {
@@ -58,30 +74,52 @@ pub(crate) struct Kernels {
     pub rotate_f32: RotateFn<f32>,
     pub rotate_f16: RotateFn<f16>,
     pub rotate_bf16: RotateFn<bf16>,
+    pub scale_f32: ScaleFn<f32>,
+    pub scale_f16: ScaleFn<f16>,
+    pub scale_bf16: ScaleFn<bf16>,
+    /// The on-the-fly cos/sin row generator of the tier ([`sincos`]).
+    pub sincos: sincos::SinCosFn,
 }
 
-/// Picks the entry point for an element type out of a [`Kernels`] table.
+/// Picks the entry points for an element type out of a [`Kernels`] table.
 pub(crate) trait SelectKernel: Sized {
     fn rotate_fn(k: &Kernels) -> RotateFn<Self>;
+    fn scale_fn(k: &Kernels) -> ScaleFn<Self>;
 }
 
-impl SelectKernel for f32 {
-    #[inline(always)]
-    fn rotate_fn(k: &Kernels) -> RotateFn<Self> {
-        k.rotate_f32
-    }
+/// Implements [`SelectKernel`] for an element type from its two field names.
+macro_rules! select_kernel {
+    ($t:ty, $rotate:ident, $scale:ident) => {
+        impl SelectKernel for $t {
+            #[inline(always)]
+            fn rotate_fn(k: &Kernels) -> RotateFn<Self> {
+                k.$rotate
+            }
+            #[inline(always)]
+            fn scale_fn(k: &Kernels) -> ScaleFn<Self> {
+                k.$scale
+            }
+        }
+    };
 }
+select_kernel!(f32, rotate_f32, scale_f32);
+select_kernel!(f16, rotate_f16, scale_f16);
+select_kernel!(bf16, rotate_bf16, scale_bf16);
 
-impl SelectKernel for f16 {
-    #[inline(always)]
-    fn rotate_fn(k: &Kernels) -> RotateFn<Self> {
-        k.rotate_f16
-    }
+/// Builds a tier's [`Kernels`] table from a generic boundary function pair
+/// `rotate::<T>` / `scale::<T>` in scope and the tier's cos/sin generator.
+macro_rules! kernels_table {
+    ($tier:expr, $sincos:expr) => {
+        $crate::kernels::Kernels {
+            tier: $tier,
+            rotate_f32: rotate::<f32>,
+            rotate_f16: rotate::<half::f16>,
+            rotate_bf16: rotate::<half::bf16>,
+            scale_f32: scale::<f32>,
+            scale_f16: scale::<half::f16>,
+            scale_bf16: scale::<half::bf16>,
+            sincos: $sincos,
+        }
+    };
 }
-
-impl SelectKernel for bf16 {
-    #[inline(always)]
-    fn rotate_fn(k: &Kernels) -> RotateFn<Self> {
-        k.rotate_bf16
-    }
-}
+pub(crate) use kernels_table;

@@ -3,19 +3,12 @@
 //! Written for clarity, with no target features. See the module docs of
 //! [`kernels`](super) for the exact operation order.
 
-use half::{bf16, f16};
-
-use super::{Kernels, RotateArgs};
+use super::{kernels_table, Kernels, RotateArgs};
 use crate::config::Layout;
 use crate::dispatch::Tier;
 use crate::element::Element;
 
-pub(crate) static KERNELS: Kernels = Kernels {
-    tier: Tier::Scalar,
-    rotate_f32: rotate::<f32>,
-    rotate_f16: rotate::<f16>,
-    rotate_bf16: rotate::<bf16>,
-};
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Scalar, super::sincos::scalar::fill_row);
 
 /// Rotates one pair `(x0, x1)` by the angle whose cosine and sine are `c` and `s`.
 /// This is the definition every tier reproduces.
@@ -70,5 +63,16 @@ unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
                 );
             }
         }
+    }
+}
+
+/// The scalar roofline baseline: `x[i] = round(x[i] * c)`.
+///
+/// # Safety
+/// The contract of [`ScaleFn`](super::ScaleFn).
+unsafe fn scale<T: Element>(x: *mut T, len: usize, c: f32) {
+    for i in 0..len {
+        // SAFETY: i < len; the caller guarantees x .. x + len.
+        unsafe { *x.add(i) = T::from_f32((*x.add(i)).to_f32() * c) };
     }
 }

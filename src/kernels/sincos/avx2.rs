@@ -4,23 +4,16 @@
 
 use core::arch::x86_64::*;
 
-use super::{F64Simd, RowInputs, SinCosFn};
-
-cpufeatures::new!(cpuid_avx2, "avx2");
+use super::{F64Simd, RowInputs};
 
 /// Proof that the CPU supports AVX2.
 #[derive(Clone, Copy)]
 pub(crate) struct Avx2(());
 
-/// The generator, if the CPU supports AVX2.
-pub(super) fn get() -> Option<SinCosFn> {
-    cpuid_avx2::get().then_some(fill_row as SinCosFn)
-}
-
 /// # Safety
 /// The CPU supports AVX2 (the contract of [`SinCosFn`]).
 #[target_feature(enable = "avx2")]
-unsafe fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
+pub(crate) unsafe fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
     super::fill_row(Avx2(()), inputs, position, cos, sin);
 }
 

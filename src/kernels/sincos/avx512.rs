@@ -7,23 +7,16 @@
 
 use core::arch::x86_64::*;
 
-use super::{F64Simd, RowInputs, SinCosFn};
-
-cpufeatures::new!(cpuid_avx512, "avx512f");
+use super::{F64Simd, RowInputs};
 
 /// Proof that the CPU supports AVX-512F.
 #[derive(Clone, Copy)]
 pub(crate) struct Avx512(());
 
-/// The generator, if the CPU supports AVX-512F.
-pub(super) fn get() -> Option<SinCosFn> {
-    cpuid_avx512::get().then_some(fill_row as SinCosFn)
-}
-
 /// # Safety
 /// The CPU supports AVX-512F (the contract of [`SinCosFn`]).
 #[target_feature(enable = "avx512f")]
-unsafe fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
+pub(crate) unsafe fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
     // The contract guarantees AVX-512F, which is what the token asserts.
     super::fill_row(Avx512(()), inputs, position, cos, sin);
 }

@@ -94,14 +94,15 @@
 use crate::config::AngleMode;
 use crate::dispatch::Tier;
 use crate::freq::Frequencies;
+use crate::kernels::Kernels;
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
+pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
-mod avx512;
-#[cfg(target_arch = "aarch64")]
-mod neon;
-mod portable;
+pub(crate) mod avx512;
+#[cfg(all(target_arch = "aarch64", target_endian = "little"))]
+pub(crate) mod neon;
+pub(crate) mod portable;
 pub(crate) mod scalar;
 
 #[cfg(test)]
@@ -208,24 +209,9 @@ impl<'a> RowInputs<'a> {
 /// after checking).
 pub(crate) type SinCosFn = unsafe fn(&RowInputs<'_>, u32, &mut [f32], &mut [f32]);
 
-/// The generator of `tier`, or `None` if this build or CPU lacks it.
-///
-/// Detection is this module's own until the lead wires the generator into the
-/// [`Kernels`](crate::kernels::Kernels) table: `Scalar` and `Portable` always exist, `Avx2`
-/// needs AVX2, `Avx512` AVX-512F, `Neon` aarch64.
+/// The generator of `tier`, or `None` if this build or CPU lacks the tier.
 pub(crate) fn sincos_fn(tier: Tier) -> Option<SinCosFn> {
-    match tier {
-        Tier::Scalar => Some(scalar::fill_row as SinCosFn),
-        Tier::Portable => Some(portable::fill_row as SinCosFn),
-        #[cfg(target_arch = "x86_64")]
-        Tier::Avx2 => avx2::get(),
-        #[cfg(target_arch = "x86_64")]
-        Tier::Avx512 => avx512::get(),
-        #[cfg(target_arch = "aarch64")]
-        Tier::Neon => Some(neon::fill_row as SinCosFn),
-        #[allow(unreachable_patterns)]
-        _ => None,
-    }
+    crate::dispatch::kernels_for(tier).map(|k| k.sincos)
 }
 
 /// A generator proven available on this CPU.
@@ -235,16 +221,17 @@ pub(crate) struct SinCos {
 }
 
 impl SinCos {
-    /// The generator of `tier`, falling back to the scalar one if the tier lacks it.
+    /// The generator of a tier's kernel table.
     #[inline]
-    pub(crate) fn for_tier(tier: Tier) -> Self {
-        SinCos { f: sincos_fn(tier).unwrap_or(scalar::fill_row) }
+    pub(crate) fn of(kernels: &Kernels) -> Self {
+        SinCos { f: kernels.sincos }
     }
 
     /// Fills the row of `position` (see [`SinCosFn`]).
     #[inline]
     pub(crate) fn fill(&self, inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
-        // SAFETY: `f` comes from `sincos_fn`, which checked that the CPU supports its tier.
+        // SAFETY: `f` comes from a `Kernels` table, which the dispatcher hands out only
+        // after checking that the CPU supports its tier.
         unsafe { (self.f)(inputs, position, cos, sin) }
     }
 }
@@ -459,7 +446,8 @@ pub mod bench {
         cos: &mut [f32],
         sin: &mut [f32],
     ) {
-        SinCos::for_tier(tier).fill(&RowInputs::new(freqs, mode), position, cos, sin);
+        let gen = SinCos { f: sincos_fn(tier).unwrap_or(super::scalar::fill_row) };
+        gen.fill(&RowInputs::new(freqs, mode), position, cos, sin);
     }
 
     /// Fills a row with the former libm generator (the test reference).

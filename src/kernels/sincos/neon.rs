@@ -11,7 +11,7 @@ use super::{F64Simd, RowInputs};
 pub(crate) struct Neon(());
 
 /// The NEON generator (the contract of [`SinCosFn`](super::SinCosFn); NEON is baseline).
-pub(super) fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
+pub(crate) fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
     super::fill_row(Neon(()), inputs, position, cos, sin);
 }
 

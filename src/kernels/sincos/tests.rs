@@ -445,7 +445,12 @@ fn apply_paths_agree() {
         let (cr, sr) = cache.table().row(39).unwrap();
         assert_eq!((&c[..], &s[..]), (cr, sr));
         let (mut c2, mut s2) = ([0.0f32; 11], [0.0f32; 11]);
-        SinCos::for_tier(rope.tier()).fill(&RowInputs::new(rope.frequencies(), mode), 39, &mut c2, &mut s2);
+        SinCos::of(crate::dispatch::kernels_for(rope.tier()).unwrap()).fill(
+            &RowInputs::new(rope.frequencies(), mode),
+            39,
+            &mut c2,
+            &mut s2,
+        );
         assert_eq!((c, s), (c2, s2));
     }
 }

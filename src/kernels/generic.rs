@@ -1,0 +1,834 @@
+//! The rotate algorithm, written once over a small vector trait and instantiated per tier.
+//!
+//! A tier supplies a zero-sized token implementing [`Simd`] (its f32 vector type and a dozen
+//! operations, all `#[inline(always)]`); its `#[target_feature]` boundary functions call
+//! [`rotate`] and [`scale`] with that token, so the whole algorithm inlines into code
+//! compiled for the tier. This is the layout of memchr's `arch/generic` and of pulp.
+//!
+//! # Operation order (bit-identity with the scalar oracle)
+//! Every lane computes exactly what [`scalar::rotate_pair`](super::scalar::rotate_pair)
+//! computes, without fusing:
+//! - `HalfSplit`: `y0 = (x0 * c) - (x1 * s')`, `y1 = (x1 * c) + (x0 * s')` with `s' = s`
+//!   forward and `s' = -s` inverse. `a - (b * -s) == a + (b * s)` and
+//!   `a + (b * -s) == a - (b * s)` bit for bit (IEEE 754 defines `a - b` as `a + (-b)`,
+//!   and rounding to nearest is symmetric), so the inverse is the oracle's inverse.
+//! - `Interleaved`: `y = (x * cc) + (swap(x) * ss)` with `cc = [c0 c0 c1 c1 ..]` and
+//!   `ss = [-s0 s0 -s1 s1 ..]` (forward) or `[s0 -s0 ..]` (inverse), built once per call:
+//!   lane `2i` is `(x0 * c) + (x1 * -s) == (x0 * c) - (x1 * s)`, lane `2i + 1` is
+//!   `(x1 * c) + (x0 * s)`.
+//!
+//! - bf16, both layouts: a pair of adjacent bf16 is one 32-bit word, so
+//!   [`Simd::load_bf16_pairs`] widens its two elements with a shift and a mask (no shuffle)
+//!   and the lanes compute the `HalfSplit` formula above; for `HalfSplit` the adjacent
+//!   elements are two different pairs, with their row entries split into even and odd once
+//!   per call.
+//!
+//! Each result is then rounded once to the element type with NaN lanes replaced by the
+//! canonical NaN first (for `f16`/`bf16` the canonical f32 NaN rounds to the canonical NaN
+//! of the type), exactly as [`Element::from_f32`](crate::Element::from_f32) does. The NaN
+//! replacement is a branch taken only when one of two result vectors holds a NaN
+//! ([`Simd::any_nan`]), so clean data pays one compare per two vectors.
+//!
+//! # Tails and prefetch
+//! Work that does not fill a vector (`rotary_dim / 2` not a multiple of the lane count) is
+//! copied into zero-padded stack buffers, run through the same vector step, and the live
+//! lanes copied back, so tails take the same instructions as the body. Each head loop
+//! prefetches the head about [`PREFETCH_BYTES`] ahead ([`Simd::prefetch`]; a no-op where a
+//! tier has none), which keeps long, memory-bound calls streaming.
+
+use core::mem::MaybeUninit;
+use core::ptr;
+
+use half::{bf16, f16};
+
+use super::RotateArgs;
+use crate::config::{Layout, MAX_ROTARY_DIM};
+use crate::element::Element;
+
+/// The most f32 lanes of any tier's vector (AVX-512: 16).
+pub(crate) const MAX_LANES: usize = 16;
+
+/// A tier's f32 vector and the operations the kernels need.
+///
+/// Implemented by zero-sized tokens whose existence proves the CPU supports the tier, so
+/// the operations are safe to call with such a token. Every method must be
+/// `#[inline(always)]` so that it inlines into the tier's `#[target_feature]` boundary.
+pub(crate) trait Simd: Copy {
+    /// f32 lanes per vector; even, at most [`MAX_LANES`].
+    const LANES: usize;
+    /// The vector type.
+    type V: Copy;
+
+    /// Every lane `x`.
+    fn splat(self, x: f32) -> Self::V;
+    /// Loads `LANES` f32 from `p` (no alignment needed).
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for reads.
+    unsafe fn load(self, p: *const f32) -> Self::V;
+    /// Stores `LANES` f32 at `p` as they are (no NaN canonicalisation).
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for writes.
+    unsafe fn store(self, p: *mut f32, v: Self::V);
+    /// Lane-wise `a + b`, rounded to nearest even.
+    fn add(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise `a - b`.
+    fn sub(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise `a * b` (never fused with a later add).
+    fn mul(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise bitwise xor (sign flips).
+    fn xor(self, a: Self::V, b: Self::V) -> Self::V;
+    /// `[v1 v0 v3 v2 ..]`: swaps the two lanes of every pair.
+    fn swap_pairs(self, v: Self::V) -> Self::V;
+    /// Interleaves `a` and `b`: `([a0 b0 a1 b1 ..], [a(L/2) b(L/2) ..])`, the two halves in
+    /// memory order.
+    fn zip(self, a: Self::V, b: Self::V) -> (Self::V, Self::V);
+    /// Whether any lane of `a` or `b` is NaN (checked before every store, so it must be
+    /// cheap; the rare `true` takes the [`Simd::canonicalize_nan`] path).
+    fn any_nan(self, a: Self::V, b: Self::V) -> bool;
+    /// Replaces NaN lanes with the canonical f32 NaN `0x7FC0_0000`.
+    fn canonicalize_nan(self, v: Self::V) -> Self::V;
+    /// Loads `LANES` f16 and widens them exactly.
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for reads.
+    unsafe fn load_f16(self, p: *const f16) -> Self::V;
+    /// Rounds to f16 (nearest, ties to even, subnormals kept) and stores `LANES` values.
+    /// `v` has no NaN but the canonical one.
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for writes.
+    unsafe fn store_f16(self, p: *mut f16, v: Self::V);
+    /// Loads `LANES` bf16 and widens them (a 16-bit shift).
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for reads.
+    unsafe fn load_bf16(self, p: *const bf16) -> Self::V;
+    /// Rounds to bf16 (nearest, ties to even) and stores `LANES` values. `v` has no NaN but
+    /// the canonical one. Every tier uses the integer rounding `(bits + 0x7FFF + lsb) >> 16`
+    /// with `lsb = (bits >> 16) & 1`: for any non-NaN input it equals
+    /// `half::bf16::from_f32` (overflow rounds to infinity, subnormals stay exact), and it
+    /// maps the canonical f32 NaN `0x7FC0_0000` to the canonical bf16 NaN `0x7FC0`.
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for writes.
+    unsafe fn store_bf16(self, p: *mut bf16, v: Self::V);
+    /// Loads `LANES` interleaved bf16 pairs (`2 * LANES` elements) and widens them to
+    /// `(x0, x1)`. A pair is one little-endian 32-bit word `x1 << 16 | x0`, so
+    /// `x0 = word << 16` and `x1 = word & 0xFFFF_0000`: no shuffle.
+    ///
+    /// # Safety
+    /// `p .. p + 2 * LANES` is valid for reads.
+    unsafe fn load_bf16_pairs(self, p: *const bf16) -> (Self::V, Self::V);
+    /// Rounds `y0`, `y1` to bf16 as [`Simd::store_bf16`] does and stores them as `LANES`
+    /// interleaved pairs: `(round(y0) >> 16) | (round(y1) & 0xFFFF_0000)` per word.
+    ///
+    /// # Safety
+    /// `p .. p + 2 * LANES` is valid for writes.
+    unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: Self::V, y1: Self::V);
+    /// Hints that the cache line holding `p` will be read soon. Never faults (any address
+    /// is allowed); the default does nothing.
+    #[inline(always)]
+    fn prefetch(self, p: *const u8) {
+        let _ = p;
+    }
+}
+
+/// Prefetches a head of `bytes` rotated bytes at `p` (a head a few heads ahead; may be past
+/// the buffer): its first line and the line at its middle (where `HalfSplit`'s second half
+/// starts); the hardware prefetcher follows each stream from there. Prefetching every line
+/// cost decode-sized (cache-resident) calls about 10% and gained long calls nothing more.
+#[inline(always)]
+fn prefetch_range<S: Simd>(s: S, p: *const u8, bytes: usize) {
+    s.prefetch(p);
+    s.prefetch(p.wrapping_add(bytes / 2));
+}
+
+/// How far ahead the kernels prefetch: the head at least this many bytes of rotated
+/// elements ahead (two heads of 128 f32), and at least the next head.
+const PREFETCH_BYTES: usize = 1024;
+
+/// The number of heads to prefetch ahead when a head's rotated part is `bytes` long.
+#[inline(always)]
+fn heads_ahead(bytes: usize) -> usize {
+    PREFETCH_BYTES.div_ceil(bytes.max(1))
+}
+/// How far ahead the roofline prefetches (about two heads of 128 f32).
+const SCALE_PREFETCH_BYTES: usize = PREFETCH_BYTES;
+
+/// An element type as the vector kernels load and store it.
+pub(crate) trait SimdElement: Element {
+    /// Loads `S::LANES` elements widened to f32.
+    ///
+    /// # Safety
+    /// `p .. p + S::LANES` is valid for reads.
+    unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V;
+    /// Rounds `S::LANES` values once to `Self` and stores them; `v` holds no NaN but the
+    /// canonical one.
+    ///
+    /// # Safety
+    /// `p .. p + S::LANES` is valid for writes.
+    unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V);
+
+    /// Rounds `S::LANES` values once to `Self` (NaN → canonical NaN) and stores them.
+    ///
+    /// # Safety
+    /// `p .. p + S::LANES` is valid for writes.
+    #[inline(always)]
+    unsafe fn store<S: Simd>(s: S, p: *mut Self, v: S::V) {
+        let v = if s.any_nan(v, v) { s.canonicalize_nan(v) } else { v };
+        // SAFETY: forwarded from the caller; `v` is canonical.
+        unsafe { Self::store_canonical(s, p, v) }
+    }
+
+    /// Rotates `a` (an `Interleaved` call) if this type has a faster path than the
+    /// generic expanded-row one, and says whether it did.
+    ///
+    /// # Safety
+    /// As [`rotate`]; `s` proves its tier.
+    #[inline(always)]
+    unsafe fn interleaved_special<S: Simd>(s: S, a: &RotateArgs<'_, Self>) -> bool {
+        let _ = (s, a);
+        false
+    }
+
+    /// Runs [`scale`] if this type has a faster path than the generic one, and says whether
+    /// it did (the roofline must use the fastest load/store path the rotations use).
+    ///
+    /// # Safety
+    /// As [`scale`].
+    #[inline(always)]
+    unsafe fn scale_special<S: Simd>(s: S, x: *mut Self, len: usize, c: f32) -> bool {
+        let _ = (s, x, len, c);
+        false
+    }
+
+    /// Like [`SimdElement::interleaved_special`], for `HalfSplit` (`INVERSE == a.inverse`).
+    ///
+    /// # Safety
+    /// As [`rotate`]; `s` proves its tier.
+    #[inline(always)]
+    unsafe fn half_split_special<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_, Self>) -> bool {
+        let _ = (s, a);
+        false
+    }
+
+    /// [`SimdElement::store`] of two vectors, with one NaN check for both.
+    ///
+    /// # Safety
+    /// `p0 .. p0 + S::LANES` and `p1 .. p1 + S::LANES` are valid for writes.
+    #[inline(always)]
+    unsafe fn store2<S: Simd>(s: S, [p0, p1]: [*mut Self; 2], [v0, v1]: [S::V; 2]) {
+        let (v0, v1) =
+            if s.any_nan(v0, v1) { (s.canonicalize_nan(v0), s.canonicalize_nan(v1)) } else { (v0, v1) };
+        // SAFETY: forwarded from the caller; both vectors are canonical.
+        unsafe {
+            Self::store_canonical(s, p0, v0);
+            Self::store_canonical(s, p1, v1);
+        }
+    }
+}
+
+impl SimdElement for f32 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.load(p) }
+    }
+    #[inline(always)]
+    unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V) {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.store(p, v) }
+    }
+}
+
+impl SimdElement for f16 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.load_f16(p) }
+    }
+    #[inline(always)]
+    unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V) {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.store_f16(p, v) }
+    }
+}
+
+impl SimdElement for bf16 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.load_bf16(p) }
+    }
+    #[inline(always)]
+    unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V) {
+        // SAFETY: forwarded from the caller.
+        unsafe { s.store_bf16(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn scale_special<S: Simd>(s: S, x: *mut Self, len: usize, c: f32) -> bool {
+        let blocks = len - len % (2 * S::LANES);
+        let cv = s.splat(c);
+        let mut i = 0;
+        while i < blocks {
+            s.prefetch(x.wrapping_add(i).cast::<u8>().wrapping_add(SCALE_PREFETCH_BYTES));
+            // SAFETY: i + 2 lanes <= len.
+            unsafe {
+                let (e, o) = s.load_bf16_pairs(x.add(i));
+                store_words(s, x.add(i), s.mul(e, cv), s.mul(o, cv));
+            }
+            i += 2 * S::LANES;
+        }
+        // The rest (under two vectors) through the generic path.
+        // SAFETY: blocks..len is in bounds; no special path is taken for the rest.
+        unsafe { scale_generic(s, x.add(blocks), len - blocks, c) };
+        true
+    }
+    #[inline(always)]
+    unsafe fn half_split_special<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_, Self>) -> bool {
+        // SAFETY: forwarded from the caller.
+        unsafe { half_split_words::<S, INVERSE>(s, a) };
+        true
+    }
+    #[inline(always)]
+    unsafe fn interleaved_special<S: Simd>(s: S, a: &RotateArgs<'_, Self>) -> bool {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            if a.inverse {
+                interleaved_words::<S, true>(s, a);
+            } else {
+                interleaved_words::<S, false>(s, a);
+            }
+        }
+        true
+    }
+}
+
+/// A zero-padded stack buffer of up to two vectors ([`MAX_LANES`] each), for tails.
+struct Pad<T>([T; 2 * MAX_LANES]);
+
+impl<T: Copy + Default> Pad<T> {
+    /// The first `n < 2 * MAX_LANES` elements read from `p`, the rest default (zero).
+    ///
+    /// # Safety
+    /// `p .. p + n` is valid for reads.
+    #[inline(always)]
+    unsafe fn read(p: *const T, n: usize) -> Self {
+        let mut b = Pad([T::default(); 2 * MAX_LANES]);
+        // SAFETY: n < 2 * MAX_LANES (callers pass a tail shorter than two vectors); the caller
+        // guarantees the source; a stack buffer never overlaps the caller's memory.
+        unsafe { ptr::copy_nonoverlapping(p, b.0.as_mut_ptr(), n) };
+        b
+    }
+
+    /// Copies the first `n` elements to `p`.
+    ///
+    /// # Safety
+    /// `p .. p + n` is valid for writes.
+    #[inline(always)]
+    unsafe fn write(&self, p: *mut T, n: usize) {
+        // SAFETY: as in `read`.
+        unsafe { ptr::copy_nonoverlapping(self.0.as_ptr(), p, n) };
+    }
+}
+
+/// One `HalfSplit` step over `S::LANES` pairs: `x0` at `p0`, `x1` at `p1`, results to `q0`,
+/// `q1`; `c`, `sn` point at the pairs' cos and sin, negated when `INVERSE`.
+///
+/// # Safety
+/// Each pointer is valid for `S::LANES` elements (reads for `p*`, `c`, `s`; writes for
+/// `q*`). `p0`/`q0` and `p1`/`q1` are equal or disjoint.
+#[inline(always)]
+unsafe fn half_split_step<S: Simd, T: SimdElement, const INVERSE: bool>(
+    s: S,
+    [p0, p1]: [*const T; 2],
+    [q0, q1]: [*mut T; 2],
+    c: *const f32,
+    sn: *const f32,
+) {
+    // SAFETY: the caller guarantees every range; both inputs are loaded before either
+    // store, so an in-place step reads only unmodified elements.
+    unsafe {
+        let c = s.load(c);
+        let sn = if INVERSE { s.xor(s.load(sn), s.splat(-0.0)) } else { s.load(sn) };
+        let x0 = T::load(s, p0);
+        let x1 = T::load(s, p1);
+        let y0 = s.sub(s.mul(x0, c), s.mul(x1, sn));
+        let y1 = s.add(s.mul(x1, c), s.mul(x0, sn));
+        T::store2(s, [q0, q1], [y0, y1]);
+    }
+}
+
+/// `Interleaved` on one vector: `x * cc + swap(x) * ss`.
+///
+/// # Safety
+/// `p`, `cc`, `ss` valid for reads of `S::LANES` elements.
+#[inline(always)]
+unsafe fn interleaved_vec<S: Simd, T: SimdElement>(
+    s: S,
+    p: *const T,
+    cc: *const f32,
+    ss: *const f32,
+) -> S::V {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let x = T::load(s, p);
+        s.add(s.mul(x, s.load(cc)), s.mul(s.swap_pairs(x), s.load(ss)))
+    }
+}
+
+/// One `Interleaved` step over `2 * S::LANES` elements (`S::LANES` pairs).
+///
+/// # Safety
+/// `p`, `cc`, `ss` valid for reads of `2 * S::LANES` elements, `q` for writes; `p == q`
+/// or the ranges are disjoint.
+#[inline(always)]
+unsafe fn interleaved_step<S: Simd, T: SimdElement>(
+    s: S,
+    p: *const T,
+    q: *mut T,
+    cc: *const f32,
+    ss: *const f32,
+) {
+    let l = S::LANES;
+    // SAFETY: the caller guarantees every range; both loads precede the stores.
+    unsafe {
+        let y0 = interleaved_vec(s, p, cc, ss);
+        let y1 = interleaved_vec(s, p.add(l), cc.add(l), ss.add(l));
+        T::store2(s, [q, q.add(l)], [y0, y1]);
+    }
+}
+
+/// The vector kernel behind every tier's `rotate_*` entry point.
+///
+/// # Safety
+/// The contract of [`RotateFn`](super::RotateFn); `s` proves the CPU supports its tier.
+#[inline(always)]
+pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
+    let pairs = a.cos.len();
+    let rotary_dim = 2 * pairs;
+    debug_assert!(a.sin.len() == pairs && rotary_dim <= a.head_dim && rotary_dim <= MAX_ROTARY_DIM);
+    match a.layout {
+        // SAFETY: forwarded from the caller.
+        Layout::HalfSplit => unsafe { half_split(s, a) },
+        // SAFETY: forwarded from the caller.
+        Layout::Interleaved => unsafe { interleaved(s, a) },
+    }
+    if !ptr::eq(a.src, a.dst) && rotary_dim < a.head_dim {
+        for h in 0..a.heads {
+            // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of
+            // place, source and destination do not overlap.
+            unsafe {
+                ptr::copy_nonoverlapping(
+                    a.src.add(h * a.src_head_stride + rotary_dim),
+                    a.dst.add(h * a.dst_head_stride + rotary_dim),
+                    a.head_dim - rotary_dim,
+                );
+            }
+        }
+    }
+}
+
+/// # Safety
+/// As [`rotate`].
+#[inline(always)]
+unsafe fn half_split<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
+    if a.inverse {
+        // SAFETY: forwarded from the caller.
+        unsafe { half_split_dir::<S, T, true>(s, a) }
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { half_split_dir::<S, T, false>(s, a) }
+    }
+}
+
+/// # Safety
+/// As [`rotate`]; `INVERSE == a.inverse`.
+#[inline(always)]
+unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: &RotateArgs<'_, T>) {
+    // SAFETY: forwarded from the caller.
+    if unsafe { T::half_split_special::<S, INVERSE>(s, a) } {
+        return;
+    }
+    let bytes = 2 * a.cos.len() * core::mem::size_of::<T>();
+    let ahead = heads_ahead(bytes);
+    for h in 0..a.heads {
+        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), bytes);
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
+        unsafe {
+            let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
+            half_split_head::<S, T, INVERSE>(s, src, dst, a.cos, a.sin, 0);
+        }
+    }
+}
+
+/// `HalfSplit` on pairs `start..` of one head (`src`/`dst` point at element 0).
+///
+/// # Safety
+/// `src` and `dst` are one head of a [`RotateArgs`] (its contract) with `cos.len()` pairs.
+#[inline(always)]
+unsafe fn half_split_head<S: Simd, T: SimdElement, const INVERSE: bool>(
+    s: S,
+    src: *const T,
+    dst: *mut T,
+    cos: &[f32],
+    sin: &[f32],
+    start: usize,
+) {
+    let lanes = S::LANES;
+    let pairs = cos.len();
+    let body = pairs - (pairs - start) % lanes;
+    let tail = pairs - body;
+    let (cos, sin) = (cos.as_ptr(), sin.as_ptr());
+    let mut i = start;
+    while i < body {
+        // SAFETY: i + lanes <= pairs, so both halves' chunks lie in 0..rotary_dim of the head
+        // and the cos/sin chunks in the rows.
+        unsafe {
+            half_split_step::<S, T, INVERSE>(
+                s,
+                [src.add(i), src.add(pairs + i)],
+                [dst.add(i), dst.add(pairs + i)],
+                cos.add(i),
+                sin.add(i),
+            );
+        }
+        i += lanes;
+    }
+    if tail != 0 {
+        // SAFETY: the last `tail` pairs of each half and of the rows are in bounds; the pads
+        // hold a full vector each.
+        unsafe {
+            let x0 = Pad::read(src.add(body), tail);
+            let x1 = Pad::read(src.add(pairs + body), tail);
+            let c = Pad::read(cos.add(body), tail);
+            let sn = Pad::read(sin.add(body), tail);
+            let mut y0 = Pad([T::default(); 2 * MAX_LANES]);
+            let mut y1 = Pad([T::default(); 2 * MAX_LANES]);
+            half_split_step::<S, T, INVERSE>(
+                s,
+                [x0.0.as_ptr(), x1.0.as_ptr()],
+                [y0.0.as_mut_ptr(), y1.0.as_mut_ptr()],
+                c.0.as_ptr(),
+                sn.0.as_ptr(),
+            );
+            y0.write(dst.add(body), tail);
+            y1.write(dst.add(pairs + body), tail);
+        }
+    }
+}
+
+/// `HalfSplit` for bf16 without shuffles: `2 * LANES` consecutive elements of a half are
+/// `LANES` 32-bit words, widened to their even and odd elements with a shift and a mask
+/// ([`Simd::load_bf16_pairs`]). The rows are split the same way once per call, each lane
+/// computes the `HalfSplit` formula, and [`Simd::store_bf16_pairs`] narrows back. Pairs
+/// past the last whole block of `2 * LANES` take [`half_split_head`].
+///
+/// # Safety
+/// As [`rotate`]; `INVERSE == a.inverse`.
+#[inline(always)]
+unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_, bf16>) {
+    let lanes = S::LANES;
+    let pairs = a.cos.len();
+    let blocks = pairs - pairs % (2 * lanes);
+    // Rows split into even and odd entries per block: block `b` lane `j` holds entry
+    // `2 * lanes * b + 2 * j` (even) or `.. + 1` (odd). Only 0..blocks is written and read.
+    let mut ce = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let mut co = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let mut se = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let mut so = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    {
+        let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
+        let [ce, co, se, so] = [&mut ce, &mut co, &mut se, &mut so].map(|r| r.0.as_mut_ptr().cast::<f32>());
+        // Block b, lane j: row entry 2 lanes b + 2 j (even) or + 1 (odd) goes to lanes b + j,
+        // which is k / 2 for the entry k = 2 lanes b + 2 j: a plain stride-2 split.
+        for k in 0..blocks / 2 {
+            // SAFETY: 2 k + 1 < blocks <= pairs entries of the rows; k < blocks / 2 <=
+            // MAX_ROTARY_DIM entries of the buffers.
+            unsafe {
+                ce.add(k).write(*cos.add(2 * k));
+                co.add(k).write(*cos.add(2 * k + 1));
+                se.add(k).write(*sin.add(2 * k));
+                so.add(k).write(*sin.add(2 * k + 1));
+            }
+        }
+    }
+    let rows = [&ce, &co, &se, &so].map(|r| r.0.as_ptr().cast::<f32>());
+    let ahead = heads_ahead(4 * pairs);
+    for h in 0..a.heads {
+        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), 4 * pairs);
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract); each block
+        // covers elements i .. i + 2 lanes of both halves, i + 2 lanes <= blocks <= pairs,
+        // and row entries i / 2 .. i / 2 + lanes < blocks / 2, all initialised.
+        unsafe {
+            let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
+            let mut i = 0;
+            while i < blocks {
+                let r = i / 2;
+                let [ce, co, se, so] = rows.map(|p| s.load(p.add(r)));
+                let (se, so) =
+                    if INVERSE { (s.xor(se, s.splat(-0.0)), s.xor(so, s.splat(-0.0))) } else { (se, so) };
+                let (x0e, x0o) = s.load_bf16_pairs(src.add(i));
+                let (x1e, x1o) = s.load_bf16_pairs(src.add(pairs + i));
+                let y0e = s.sub(s.mul(x0e, ce), s.mul(x1e, se));
+                let y0o = s.sub(s.mul(x0o, co), s.mul(x1o, so));
+                let y1e = s.add(s.mul(x1e, ce), s.mul(x0e, se));
+                let y1o = s.add(s.mul(x1o, co), s.mul(x0o, so));
+                store_words(s, dst.add(i), y0e, y0o);
+                store_words(s, dst.add(pairs + i), y1e, y1o);
+                i += 2 * lanes;
+            }
+            half_split_head::<S, bf16, INVERSE>(s, src, dst, a.cos, a.sin, blocks);
+        }
+    }
+}
+
+/// [`Simd::store_bf16_pairs`] after the NaN check.
+///
+/// # Safety
+/// `p .. p + 2 * S::LANES` is valid for writes.
+#[inline(always)]
+unsafe fn store_words<S: Simd>(s: S, p: *mut bf16, even: S::V, odd: S::V) {
+    let (even, odd) =
+        if s.any_nan(even, odd) { (s.canonicalize_nan(even), s.canonicalize_nan(odd)) } else { (even, odd) };
+    // SAFETY: forwarded from the caller.
+    unsafe { s.store_bf16_pairs(p, even, odd) }
+}
+
+/// # Safety
+/// As [`rotate`].
+#[inline(always)]
+unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
+    // SAFETY: forwarded from the caller.
+    if unsafe { T::interleaved_special(s, a) } {
+        return;
+    }
+    let lanes = S::LANES;
+    let pairs = a.cos.len();
+    let rotary_dim = 2 * pairs;
+
+    // Expand the rows once per call: cc = [c0 c0 c1 c1 ..], ss = [-s0 s0 ..] forward or
+    // [s0 -s0 ..] inverse. Only 0..rotary_dim is written, and only that is read.
+    let mut cc = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let mut ss = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let (ccp, ssp) = (cc.0.as_mut_ptr().cast::<f32>(), ss.0.as_mut_ptr().cast::<f32>());
+    let sign = s.splat(if a.inverse { -0.0 } else { 0.0 });
+    let neg = s.splat(-0.0);
+    let expand_body = pairs - pairs % lanes;
+    let mut i = 0;
+    while i < expand_body {
+        // SAFETY: i + lanes <= pairs; 2 * i + 2 * lanes <= rotary_dim <= MAX_ROTARY_DIM.
+        unsafe {
+            let c = s.load(a.cos.as_ptr().add(i));
+            let sn = s.xor(s.load(a.sin.as_ptr().add(i)), sign);
+            let (c0, c1) = s.zip(c, c);
+            let (s0, s1) = s.zip(s.xor(sn, neg), sn);
+            s.store(ccp.add(2 * i), c0);
+            s.store(ccp.add(2 * i + lanes), c1);
+            s.store(ssp.add(2 * i), s0);
+            s.store(ssp.add(2 * i + lanes), s1);
+        }
+        i += lanes;
+    }
+    for i in expand_body..pairs {
+        let (c, sn) = (a.cos[i], if a.inverse { -a.sin[i] } else { a.sin[i] });
+        // SAFETY: 2 * i + 1 < rotary_dim <= MAX_ROTARY_DIM.
+        unsafe {
+            ccp.add(2 * i).write(c);
+            ccp.add(2 * i + 1).write(c);
+            ssp.add(2 * i).write(-sn);
+            ssp.add(2 * i + 1).write(sn);
+        }
+    }
+
+    // Two vectors per step, then at most one single vector, then a partial one.
+    let body2 = rotary_dim - rotary_dim % (2 * lanes);
+    let body = rotary_dim - rotary_dim % lanes;
+    let tail = rotary_dim - body;
+    let (ccp, ssp) = (ccp.cast_const(), ssp.cast_const());
+    let bytes = rotary_dim * core::mem::size_of::<T>();
+    let ahead = heads_ahead(bytes);
+    for h in 0..a.heads {
+        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), bytes);
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
+        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        let mut j = 0;
+        while j < body2 {
+            // SAFETY: j + 2 * lanes <= rotary_dim: inside the head and the initialised part
+            // of cc/ss.
+            unsafe { interleaved_step(s, src.add(j), dst.add(j), ccp.add(j), ssp.add(j)) };
+            j += 2 * lanes;
+        }
+        if body2 < body {
+            // SAFETY: body2 + lanes == body <= rotary_dim, as above.
+            unsafe {
+                let y = interleaved_vec(s, src.add(body2), ccp.add(body2), ssp.add(body2));
+                T::store(s, dst.add(body2), y);
+            }
+        }
+        if tail != 0 {
+            // SAFETY: body..rotary_dim is in the head and initialised in cc/ss; the pads
+            // hold a full vector each.
+            unsafe {
+                let x = Pad::read(src.add(body), tail);
+                let c = Pad::read(ccp.add(body), tail);
+                let sn = Pad::read(ssp.add(body), tail);
+                let mut y = Pad([T::default(); 2 * MAX_LANES]);
+                T::store(s, y.0.as_mut_ptr(), interleaved_vec(s, x.0.as_ptr(), c.0.as_ptr(), sn.0.as_ptr()));
+                y.write(dst.add(body), tail);
+            }
+        }
+    }
+}
+
+/// `Interleaved` for bf16: each pair is one 32-bit word, widened to `(x0, x1)` vectors
+/// with a shift and a mask ([`Simd::load_bf16_pairs`]), rotated with the `HalfSplit`
+/// formula and the rows as they are, and narrowed back without a shuffle.
+///
+/// # Safety
+/// As [`rotate`]; `INVERSE == a.inverse`.
+#[inline(always)]
+unsafe fn interleaved_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_, bf16>) {
+    let lanes = S::LANES;
+    let pairs = a.cos.len();
+    let body = pairs - pairs % lanes;
+    let tail = pairs - body;
+    let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
+    let ahead = heads_ahead(4 * pairs);
+    for h in 0..a.heads {
+        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), 4 * pairs);
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
+        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        let mut i = 0;
+        while i < body {
+            // SAFETY: i + lanes <= pairs: elements 2i .. 2i + 2 lanes are in the head.
+            unsafe { words_step::<S, INVERSE>(s, src.add(2 * i), dst.add(2 * i), cos.add(i), sin.add(i)) };
+            i += lanes;
+        }
+        if tail != 0 {
+            // SAFETY: the last `tail` pairs and row entries are in bounds; the pads hold two
+            // vectors of elements and of row entries.
+            unsafe {
+                let x = Pad::read(src.add(2 * body), 2 * tail);
+                let c = Pad::read(cos.add(body), tail);
+                let sn = Pad::read(sin.add(body), tail);
+                let mut y = Pad([bf16::ZERO; 2 * MAX_LANES]);
+                words_step::<S, INVERSE>(s, x.0.as_ptr(), y.0.as_mut_ptr(), c.0.as_ptr(), sn.0.as_ptr());
+                y.write(dst.add(2 * body), 2 * tail);
+            }
+        }
+    }
+}
+
+/// One step of [`interleaved_words`]: `S::LANES` pairs from `p` to `q`, rows at `c`, `sn`
+/// (negated when `INVERSE`).
+///
+/// # Safety
+/// `p` valid for reads and `q` for writes of `2 * S::LANES` bf16, `c` and `sn` for reads of
+/// `S::LANES` f32; `p == q` or disjoint.
+#[inline(always)]
+unsafe fn words_step<S: Simd, const INVERSE: bool>(
+    s: S,
+    p: *const bf16,
+    q: *mut bf16,
+    c: *const f32,
+    sn: *const f32,
+) {
+    // SAFETY: the caller guarantees every range; the loads precede the store.
+    unsafe {
+        let c = s.load(c);
+        let sn = if INVERSE { s.xor(s.load(sn), s.splat(-0.0)) } else { s.load(sn) };
+        let (x0, x1) = s.load_bf16_pairs(p);
+        let y0 = s.sub(s.mul(x0, c), s.mul(x1, sn));
+        let y1 = s.add(s.mul(x1, c), s.mul(x0, sn));
+        store_words(s, q, y0, y1);
+    }
+}
+
+/// A cos/sin row expanded for `Interleaved`, aligned so that vector loads from it never
+/// straddle a cache line.
+#[repr(C, align(64))]
+struct Row([MaybeUninit<f32>; MAX_ROTARY_DIM]);
+
+/// The roofline baseline: `x[i] = round(x[i] * c)` in place through the same
+/// load/convert/store path as [`rotate`] (so NaN canonicalisation included).
+///
+/// # Safety
+/// `x .. x + len` is valid for reads and writes; `s` proves the CPU supports its tier.
+#[inline(always)]
+pub(crate) unsafe fn scale<S: Simd, T: SimdElement>(s: S, x: *mut T, len: usize, c: f32) {
+    // SAFETY: forwarded from the caller.
+    if unsafe { T::scale_special(s, x, len, c) } {
+        return;
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { scale_generic(s, x, len, c) }
+}
+
+/// [`scale`] through [`SimdElement::load`] and [`SimdElement::store2`].
+///
+/// # Safety
+/// As [`scale`].
+#[inline(always)]
+unsafe fn scale_generic<S: Simd, T: SimdElement>(s: S, x: *mut T, len: usize, c: f32) {
+    let lanes = S::LANES;
+    let body2 = len - len % (2 * lanes);
+    let body = len - len % lanes;
+    let cv = s.splat(c);
+    let mut i = 0;
+    // Two vectors per step with one NaN check, as the rotate kernels store.
+    while i < body2 {
+        s.prefetch(x.wrapping_add(i).cast::<u8>().wrapping_add(SCALE_PREFETCH_BYTES));
+        // SAFETY: i + 2 * lanes <= len.
+        unsafe {
+            let (p0, p1) = (x.add(i), x.add(i + lanes));
+            let (y0, y1) = (s.mul(T::load(s, p0), cv), s.mul(T::load(s, p1), cv));
+            T::store2(s, [p0, p1], [y0, y1]);
+        }
+        i += 2 * lanes;
+    }
+    if body2 < body {
+        // SAFETY: body2 + lanes == body <= len.
+        unsafe {
+            let p = x.add(body2);
+            T::store(s, p, s.mul(T::load(s, p), cv));
+        }
+    }
+    if body < len {
+        // SAFETY: body..len is in bounds; the pad holds a full vector.
+        unsafe {
+            let mut b = Pad::read(x.add(body), len - body);
+            let p = b.0.as_mut_ptr();
+            T::store(s, p, s.mul(T::load(s, p), cv));
+            b.write(x.add(body), len - body);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use half::bf16;
+
+    /// The bf16 rounding every tier vectorises (see [`Simd::store_bf16`](super::Simd)).
+    fn bf16_round_bits(bits: u32) -> u16 {
+        let lsb = (bits >> 16) & 1;
+        (bits.wrapping_add(0x7FFF + lsb) >> 16) as u16
+    }
+
+    #[test]
+    fn bf16_rounding_matches_half() {
+        let edges = [0u32, 1, 0x7FFF, 0x8000, 0x8001, 0x1_8000, 0x7F7F_8000, 0x7F7F_FFFF, 0x7F80_0000];
+        let stride = if cfg!(miri) { 0x00FF_F1F1 } else { 0x0000_1F1F };
+        let all = (0..=u32::MAX).step_by(stride).chain(edges).chain(edges.map(|b| b | 0x8000_0000));
+        for bits in all {
+            let x = f32::from_bits(bits);
+            if x.is_nan() {
+                continue;
+            }
+            assert_eq!(bf16_round_bits(bits), bf16::from_f32(x).to_bits(), "{bits:#010x}");
+        }
+        assert_eq!(bf16_round_bits(crate::CANONICAL_NAN_F32), crate::CANONICAL_NAN_BF16);
+    }
+}

@@ -1,0 +1,138 @@
+//! The portable tier: the generic kernel over `wide::f32x4`, compiled for the build's
+//! baseline (SSE2 on x86-64, NEON on aarch64, simd128 on wasm32 with that feature, plain
+//! arrays elsewhere). Available on every CPU the build runs on.
+//!
+//! `f16` has no baseline vector conversion on these targets, so its lanes are converted
+//! one by one with `half`'s software routines (round to nearest even, the functions the
+//! oracle uses); the arithmetic stays in vectors. `bf16` is widened by a 16-bit shift and rounded with
+//! the integer rounding of [`Simd::store_bf16`] lane-wise in `u32x4`.
+
+use half::{bf16, f16};
+use wide::{f32x4, u32x4};
+
+use super::generic::{self, Simd, SimdElement};
+use super::{kernels_table, Kernels, RotateArgs};
+use crate::dispatch::Tier;
+
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Portable, super::sincos::portable::fill_row);
+
+/// The portable tier's token. Needs nothing beyond the build's baseline.
+#[derive(Clone, Copy)]
+pub(crate) struct Portable;
+
+/// # Safety
+/// The contract of [`RotateFn`](super::RotateFn).
+unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+    // SAFETY: forwarded; the baseline is always there.
+    unsafe { generic::rotate(Portable, a) }
+}
+
+/// # Safety
+/// The contract of [`ScaleFn`](super::ScaleFn).
+unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
+    // SAFETY: forwarded; the baseline is always there.
+    unsafe { generic::scale(Portable, x, len, c) }
+}
+
+impl Simd for Portable {
+    const LANES: usize = 4;
+    type V = f32x4;
+
+    #[inline(always)]
+    fn splat(self, x: f32) -> f32x4 {
+        f32x4::splat(x)
+    }
+    #[inline(always)]
+    unsafe fn load(self, p: *const f32) -> f32x4 {
+        // SAFETY: the caller guarantees 4 readable f32; read_unaligned needs no alignment.
+        f32x4::new(unsafe { p.cast::<[f32; 4]>().read_unaligned() })
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32, v: f32x4) {
+        // SAFETY: the caller guarantees 4 writable f32.
+        unsafe { p.cast::<[f32; 4]>().write_unaligned(v.to_array()) }
+    }
+    #[inline(always)]
+    fn add(self, a: f32x4, b: f32x4) -> f32x4 {
+        a + b
+    }
+    #[inline(always)]
+    fn sub(self, a: f32x4, b: f32x4) -> f32x4 {
+        a - b
+    }
+    #[inline(always)]
+    fn mul(self, a: f32x4, b: f32x4) -> f32x4 {
+        a * b
+    }
+    #[inline(always)]
+    fn xor(self, a: f32x4, b: f32x4) -> f32x4 {
+        a ^ b
+    }
+    #[inline(always)]
+    fn swap_pairs(self, v: f32x4) -> f32x4 {
+        let [a, b, c, d] = v.to_array();
+        f32x4::new([b, a, d, c])
+    }
+    #[inline(always)]
+    fn zip(self, a: f32x4, b: f32x4) -> (f32x4, f32x4) {
+        (a.unpack_lo(b), a.unpack_hi(b))
+    }
+    #[inline(always)]
+    fn any_nan(self, a: f32x4, b: f32x4) -> bool {
+        (a.is_nan() | b.is_nan()).any()
+    }
+    #[inline(always)]
+    fn canonicalize_nan(self, v: f32x4) -> f32x4 {
+        v.is_nan().select(f32x4::splat(f32::from_bits(crate::CANONICAL_NAN_F32)), v)
+    }
+    #[inline(always)]
+    unsafe fn load_f16(self, p: *const f16) -> f32x4 {
+        // SAFETY: the caller guarantees 4 readable f16.
+        let h = unsafe { p.cast::<[f16; 4]>().read_unaligned() };
+        f32x4::new(h.map(f16::to_f32_const))
+    }
+    #[inline(always)]
+    unsafe fn store_f16(self, p: *mut f16, v: f32x4) {
+        // SAFETY: the caller guarantees 4 writable f16.
+        unsafe { p.cast::<[f16; 4]>().write_unaligned(v.to_array().map(f16::from_f32_const)) }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16(self, p: *const bf16) -> f32x4 {
+        // SAFETY: the caller guarantees 4 readable bf16.
+        let h = unsafe { p.cast::<[u16; 4]>().read_unaligned() };
+        f32x4::from_bits(u32x4::new(h.map(u32::from)) << 16)
+    }
+    #[inline(always)]
+    unsafe fn store_bf16(self, p: *mut bf16, v: f32x4) {
+        let r: u32x4 = round_bf16(v) >> 16;
+        let r = r.to_array();
+        // SAFETY: the caller guarantees 4 writable bf16.
+        unsafe { p.cast::<[u16; 4]>().write_unaligned(r.map(|x| x as u16)) }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16_pairs(self, p: *const bf16) -> (f32x4, f32x4) {
+        // SAFETY: the caller guarantees 8 readable bf16.
+        let h = unsafe { p.cast::<[u16; 8]>().read_unaligned() };
+        // The pair word `x1 << 16 | x0`, built explicitly (any endianness).
+        let w = u32x4::new([0, 1, 2, 3].map(|i| u32::from(h[2 * i]) | u32::from(h[2 * i + 1]) << 16));
+        (f32x4::from_bits(w << 16), f32x4::from_bits(w & u32x4::splat(0xFFFF_0000)))
+    }
+    #[inline(always)]
+    unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: f32x4, y1: f32x4) {
+        let (lo, hi): (u32x4, u32x4) = (round_bf16(y0) >> 16, round_bf16(y1) >> 16);
+        let (lo, hi) = (lo.to_array(), hi.to_array());
+        let h: [u16; 8] =
+            core::array::from_fn(|i| if i % 2 == 0 { lo[i / 2] as u16 } else { hi[i / 2] as u16 });
+        // SAFETY: the caller guarantees 8 writable bf16.
+        unsafe { p.cast::<[u16; 8]>().write_unaligned(h) }
+    }
+}
+
+/// `bits + 0x7FFF + ((bits >> 16) & 1)` per lane: the bf16 rounding of
+/// [`Simd::store_bf16`]; the rounded bf16 is the high half.
+#[inline(always)]
+fn round_bf16(v: f32x4) -> u32x4 {
+    let bits = v.to_bits();
+    let lsb: u32x4 = (bits >> 16) & u32x4::splat(1);
+    bits + u32x4::splat(0x7FFF) + lsb
+}

@@ -1,0 +1,187 @@
+//! The AVX2 tier: 8 f32 lanes; `f16` through F16C, `bf16` through integer AVX2.
+//!
+//! The tier requires AVX2, FMA and F16C (detected together), but the kernels never fuse a
+//! multiply with an add (bit-identity with the oracle), so FMA is not enabled for codegen.
+
+use core::arch::x86_64::*;
+
+use half::{bf16, f16};
+
+use crate::dispatch::Tier;
+use crate::kernels::generic::{self, Simd, SimdElement};
+use crate::kernels::{kernels_table, Kernels, RotateArgs};
+
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx2, crate::kernels::sincos::avx2::fill_row);
+
+/// Proof that the CPU supports AVX2 and F16C.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx2(());
+
+impl Avx2 {
+    /// `bits + 0x7FFF + ((bits >> 16) & 1)` per lane: the bf16 rounding of
+    /// [`Simd::store_bf16`]; the rounded bf16 is the high half.
+    #[inline(always)]
+    fn round_bf16(self, v: __m256) -> __m256i {
+        // SAFETY: the token proves AVX2.
+        unsafe {
+            let bits = _mm256_castps_si256(v);
+            let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
+            _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFF)), lsb)
+        }
+    }
+
+    /// # Safety
+    /// The CPU supports AVX2 and F16C.
+    #[inline(always)]
+    unsafe fn new_unchecked() -> Self {
+        Avx2(())
+    }
+}
+
+/// # Safety
+/// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX2 + F16C).
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+    // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
+    unsafe { generic::rotate(Avx2::new_unchecked(), a) }
+}
+
+/// # Safety
+/// The contract of [`ScaleFn`](crate::kernels::ScaleFn) (which includes AVX2 + F16C).
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::scale(Avx2::new_unchecked(), x, len, c) }
+}
+
+impl Simd for Avx2 {
+    const LANES: usize = 8;
+    type V = __m256;
+
+    #[inline(always)]
+    fn splat(self, x: f32) -> __m256 {
+        // SAFETY (every `unsafe` block of this impl): the token proves AVX2 and F16C; the
+        // pointer ranges are the caller's `# Safety` contract.
+        unsafe { _mm256_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn load(self, p: *const f32) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32, v: __m256) {
+        // SAFETY: see `splat`.
+        unsafe { _mm256_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    fn add(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe { _mm256_add_ps(a, b) }
+    }
+    #[inline(always)]
+    fn sub(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe { _mm256_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    fn mul(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe { _mm256_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    fn xor(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe { _mm256_xor_ps(a, b) }
+    }
+    #[inline(always)]
+    fn swap_pairs(self, v: __m256) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe { _mm256_permute_ps::<0b10_11_00_01>(v) }
+    }
+    #[inline(always)]
+    fn zip(self, a: __m256, b: __m256) -> (__m256, __m256) {
+        // SAFETY: see `splat`.
+        unsafe {
+            // [a0 b0 a1 b1 | a4 b4 a5 b5] and [a2 b2 a3 b3 | a6 b6 a7 b7]; then the 128-bit
+            // halves in memory order.
+            let lo = _mm256_unpacklo_ps(a, b);
+            let hi = _mm256_unpackhi_ps(a, b);
+            (_mm256_permute2f128_ps::<0x20>(lo, hi), _mm256_permute2f128_ps::<0x31>(lo, hi))
+        }
+    }
+    #[inline(always)]
+    fn any_nan(self, a: __m256, b: __m256) -> bool {
+        // SAFETY: the token proves AVX2.
+        unsafe { _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(a, b)) != 0 }
+    }
+    #[inline(always)]
+    fn canonicalize_nan(self, v: __m256) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe {
+            let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v);
+            _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(crate::CANONICAL_NAN_F32 as i32)), nan)
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_f16(self, p: *const f16) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn store_f16(self, p: *mut f16, v: __m256) {
+        #[cfg(not(miri))]
+        // SAFETY: see `splat`. Immediate 0: round to nearest even, whatever MXCSR says.
+        unsafe {
+            _mm_storeu_si128(p.cast(), _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v))
+        }
+        #[cfg(miri)]
+        // SAFETY: see `splat`; 8 f32 are 8 writable f16's worth of lanes.
+        unsafe {
+            let mut a = [0.0f32; 8];
+            _mm256_storeu_ps(a.as_mut_ptr(), v);
+            p.cast::<[f16; 8]>().write_unaligned(a.map(f16::from_f32_const));
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16(self, p: *const bf16) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe {
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast()))))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16(self, p: *mut bf16, v: __m256) {
+        // SAFETY: see `splat`.
+        unsafe {
+            let r = _mm256_srli_epi32::<16>(self.round_bf16(v));
+            // Every lane is < 0x10000, so the unsigned saturating pack is exact.
+            let packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256::<1>(r));
+            _mm_storeu_si128(p.cast(), packed);
+        }
+    }
+    #[inline(always)]
+    fn prefetch(self, p: *const u8) {
+        // SAFETY: `prefetcht0` never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16_pairs(self, p: *const bf16) -> (__m256, __m256) {
+        // SAFETY: the token proves AVX2; the caller guarantees 16 readable bf16.
+        unsafe {
+            let w = _mm256_loadu_si256(p.cast());
+            let x0 = _mm256_slli_epi32::<16>(w);
+            let x1 = _mm256_and_si256(w, _mm256_set1_epi32(0xFFFF_0000u32 as i32));
+            (_mm256_castsi256_ps(x0), _mm256_castsi256_ps(x1))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: __m256, y1: __m256) {
+        // SAFETY: the token proves AVX2; the caller guarantees 16 writable bf16.
+        unsafe {
+            let lo = _mm256_srli_epi32::<16>(self.round_bf16(y0));
+            let hi = _mm256_and_si256(self.round_bf16(y1), _mm256_set1_epi32(0xFFFF_0000u32 as i32));
+            _mm256_storeu_si256(p.cast(), _mm256_or_si256(lo, hi));
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The AVX-512F tier: 16 f32 lanes; `f16` through `vcvtph2ps`/`vcvtps2ph` (512-bit, part
+//! of AVX-512F), `bf16` through `vpmovzxwd`/`vpmovdw`.
+//!
+//! Only AVX-512F instructions are used (no BW/DQ/VL), and only ones Miri can interpret
+//! (generic SIMD: loads, arithmetic, in-lane permutes, 128-bit block shuffles, integer
+//! compares into mask registers, blends), except the f16 conversions noted in the module
+//! docs of [`x86_64`](super). NaN lanes are found with an integer compare on the bits
+//! (`|bits| > 0x7F80_0000`) rather than `vcmpps`, which Miri does not interpret.
+
+use core::arch::x86_64::*;
+
+use half::{bf16, f16};
+
+use crate::dispatch::Tier;
+use crate::kernels::generic::{self, Simd, SimdElement};
+use crate::kernels::{kernels_table, Kernels, RotateArgs};
+
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx512, crate::kernels::sincos::avx512::fill_row);
+
+/// Proof that the CPU supports AVX-512F.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx512(());
+
+impl Avx512 {
+    /// `bits + 0x7FFF + ((bits >> 16) & 1)` per lane: the bf16 rounding of
+    /// [`Simd::store_bf16`]; the rounded bf16 is the high half.
+    #[inline(always)]
+    fn round_bf16(self, v: __m512) -> __m512i {
+        // SAFETY: the token proves AVX-512F.
+        unsafe {
+            let bits = _mm512_castps_si512(v);
+            let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
+            _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb)
+        }
+    }
+
+    /// # Safety
+    /// The CPU supports AVX-512F (which implies AVX2 and F16C).
+    #[inline(always)]
+    unsafe fn new_unchecked() -> Self {
+        Avx512(())
+    }
+}
+
+/// # Safety
+/// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX-512F).
+#[target_feature(enable = "avx512f")]
+unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+    // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
+    unsafe { generic::rotate(Avx512::new_unchecked(), a) }
+}
+
+/// # Safety
+/// The contract of [`ScaleFn`](crate::kernels::ScaleFn) (which includes AVX-512F).
+#[target_feature(enable = "avx512f")]
+unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::scale(Avx512::new_unchecked(), x, len, c) }
+}
+
+impl Simd for Avx512 {
+    const LANES: usize = 16;
+    type V = __m512;
+
+    #[inline(always)]
+    fn splat(self, x: f32) -> __m512 {
+        // SAFETY: the token proves AVX-512F.
+        unsafe { _mm512_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn load(self, p: *const f32) -> __m512 {
+        // SAFETY: the token proves AVX-512F; the caller guarantees 16 readable f32.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32, v: __m512) {
+        // SAFETY: the token proves AVX-512F; the caller guarantees 16 writable f32.
+        unsafe { _mm512_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    fn add(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: the token proves AVX-512F.
+        unsafe { _mm512_add_ps(a, b) }
+    }
+    #[inline(always)]
+    fn sub(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: the token proves AVX-512F.
+        unsafe { _mm512_sub_ps(a, b) }
+    }
+    #[inline(always)]
+    fn mul(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: the token proves AVX-512F.
+        unsafe { _mm512_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    fn xor(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: the token proves AVX-512F (`_mm512_xor_ps` would need AVX-512DQ).
+        unsafe { _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(b))) }
+    }
+    #[inline(always)]
+    fn swap_pairs(self, v: __m512) -> __m512 {
+        // SAFETY: the token proves AVX-512F.
+        unsafe { _mm512_permute_ps::<0b10_11_00_01>(v) }
+    }
+    #[inline(always)]
+    fn zip(self, a: __m512, b: __m512) -> (__m512, __m512) {
+        // SAFETY: the token proves AVX-512F.
+        unsafe {
+            // Per 128-bit block k: lo_k = [a4k b4k a4k+1 b4k+1], hi_k = [a4k+2 b4k+2 ..].
+            let lo = _mm512_unpacklo_ps(a, b);
+            let hi = _mm512_unpackhi_ps(a, b);
+            // Blocks in memory order: [lo0 hi0 lo1 hi1] and [lo2 hi2 lo3 hi3].
+            let t0 = _mm512_shuffle_f32x4::<0b01_00_01_00>(lo, hi); // [lo0 lo1 hi0 hi1]
+            let t1 = _mm512_shuffle_f32x4::<0b11_10_11_10>(lo, hi); // [lo2 lo3 hi2 hi3]
+            (_mm512_shuffle_f32x4::<0b11_01_10_00>(t0, t0), _mm512_shuffle_f32x4::<0b11_01_10_00>(t1, t1))
+        }
+    }
+    #[inline(always)]
+    fn any_nan(self, a: __m512, b: __m512) -> bool {
+        // SAFETY: the token proves AVX-512F.
+        unsafe {
+            let (abs, inf) = (_mm512_set1_epi32(0x7FFF_FFFF), _mm512_set1_epi32(0x7F80_0000));
+            let na = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(a), abs), inf);
+            let nb = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(b), abs), inf);
+            (na | nb) != 0
+        }
+    }
+    #[inline(always)]
+    fn canonicalize_nan(self, v: __m512) -> __m512 {
+        // SAFETY: the token proves AVX-512F.
+        unsafe {
+            let abs = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7FFF_FFFF));
+            let nan = _mm512_cmpgt_epi32_mask(abs, _mm512_set1_epi32(0x7F80_0000));
+            _mm512_mask_blend_ps(
+                nan,
+                v,
+                _mm512_castsi512_ps(_mm512_set1_epi32(crate::CANONICAL_NAN_F32 as i32)),
+            )
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_f16(self, p: *const f16) -> __m512 {
+        #[cfg(not(miri))]
+        // SAFETY: the token proves AVX-512F; the caller guarantees 16 readable f16.
+        unsafe {
+            _mm512_cvtph_ps(_mm256_loadu_si256(p.cast()))
+        }
+        #[cfg(miri)]
+        // SAFETY: AVX-512F implies F16C, whose 256-bit `vcvtph2ps` Miri interprets; the
+        // caller guarantees 16 readable f16.
+        unsafe {
+            let lo = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+            let hi = _mm256_cvtph_ps(_mm_loadu_si128(p.add(8).cast()));
+            concat_256(lo, hi)
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_f16(self, p: *mut f16, v: __m512) {
+        #[cfg(not(miri))]
+        // SAFETY: the token proves AVX-512F; the caller guarantees 16 writable f16.
+        // Immediate 0: round to nearest even, whatever MXCSR says.
+        unsafe {
+            _mm256_storeu_si256(p.cast(), _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v))
+        }
+        #[cfg(miri)]
+        // SAFETY: the token proves AVX-512F; the caller guarantees 16 writable f16.
+        unsafe {
+            let mut a = [0.0f32; 16];
+            _mm512_storeu_ps(a.as_mut_ptr(), v);
+            p.cast::<[f16; 16]>().write_unaligned(a.map(f16::from_f32_const));
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16(self, p: *const bf16) -> __m512 {
+        // SAFETY: the token proves AVX-512F; the caller guarantees 16 readable bf16.
+        unsafe {
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()))))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16(self, p: *mut bf16, v: __m512) {
+        // SAFETY: the token proves AVX-512F; the caller guarantees 16 writable bf16.
+        unsafe {
+            let r = _mm512_srli_epi32::<16>(self.round_bf16(v));
+            // vpmovdw truncates each lane to 16 bits; every lane is < 0x10000.
+            _mm256_storeu_si256(p.cast(), _mm512_cvtepi32_epi16(r));
+        }
+    }
+    #[inline(always)]
+    fn prefetch(self, p: *const u8) {
+        // SAFETY: `prefetcht0` never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+    }
+    #[inline(always)]
+    unsafe fn load_bf16_pairs(self, p: *const bf16) -> (__m512, __m512) {
+        // SAFETY: the token proves AVX-512F; the caller guarantees 32 readable bf16.
+        unsafe {
+            let w = _mm512_loadu_si512(p.cast());
+            let x0 = _mm512_slli_epi32::<16>(w);
+            let x1 = _mm512_and_si512(w, _mm512_set1_epi32(0xFFFF_0000u32 as i32));
+            (_mm512_castsi512_ps(x0), _mm512_castsi512_ps(x1))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: __m512, y1: __m512) {
+        // SAFETY: the token proves AVX-512F; the caller guarantees 32 writable bf16.
+        unsafe {
+            let lo = _mm512_srli_epi32::<16>(self.round_bf16(y0));
+            let hi = _mm512_and_si512(self.round_bf16(y1), _mm512_set1_epi32(0xFFFF_0000u32 as i32));
+            _mm512_storeu_si512(p.cast(), _mm512_or_si512(lo, hi));
+        }
+    }
+}
+
+/// `[lo | hi]` from two 256-bit halves with AVX-512F only (`_mm512_insertf32x8` is DQ).
+///
+/// # Safety
+/// The CPU supports AVX-512F.
+#[cfg(miri)]
+#[inline(always)]
+unsafe fn concat_256(lo: __m256, hi: __m256) -> __m512 {
+    // SAFETY: the caller's token proves AVX-512F.
+    unsafe {
+        _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+            _mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+            _mm256_castps_pd(hi),
+        ))
+    }
+}
