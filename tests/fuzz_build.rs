@@ -3,7 +3,7 @@
 //! `tests/fuzz_logic.rs` compiles and runs the targets' checks; this test type-checks the
 //! `fuzz_target!` wrappers, the `#[path]` includes and `fuzz/Cargo.toml` on the stable
 //! toolchain: `cargo check` needs neither nightly nor cargo-fuzz (only running the targets
-//! does; see `.ci/fuzz.sh`). Not `--locked`: a new dependency of the crate updates
+//! does; see `.ci/stages/40-fuzz.sh`). Not `--locked`: a new dependency of the crate updates
 //! `fuzz/Cargo.lock` instead of failing here. The first run compiles libFuzzer's C++ sources
 //! (about a minute); later runs reuse `fuzz/target`.
 

@@ -3,7 +3,7 @@
 # really executed (the linker and runner are set in .cargo/config.toml). Installs what it
 # needs: the cross gcc and libc, qemu-user, and the rustup target.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 need=()
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
@@ -25,6 +25,12 @@ log=$(mktemp)
 cargo test --target "$target" --test tiers -- --nocapture --test-threads 1 2>&1 | tee "$log"
 if ! grep -q "^neon: .* cases bit-identical to scalar" "$log"; then
     echo "aarch64: the NEON tier did not run" >&2
+    exit 1
+fi
+# The cos/sin generator's tier test, uncaptured, likewise.
+cargo test --target "$target" --lib sincos -- --nocapture --test-threads 1 2>&1 | tee "$log"
+if ! grep -q "sincos: tier neon bit-identical" "$log"; then
+    echo "aarch64: the NEON cos/sin generator did not run" >&2
     exit 1
 fi
 rm -f "$log"

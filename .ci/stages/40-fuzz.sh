@@ -3,9 +3,9 @@
 # committed seed corpus, fails on any crash, and prints the executions of each target (from
 # libFuzzer's final statistics) for the README.
 #
-#   bash .ci/fuzz.sh                      # every target, FUZZ_SECONDS (default 60) each
-#   bash .ci/fuzz.sh diff_f32 frequencies # some targets
-#   bash .ci/fuzz.sh --broken-tier-demo   # show that diff_f32 catches a broken tier
+#   bash .ci/stages/40-fuzz.sh                      # every target, FUZZ_SECONDS (default 60) each
+#   bash .ci/stages/40-fuzz.sh diff_f32 frequencies # some targets
+#   bash .ci/stages/40-fuzz.sh --broken-tier-demo   # show that diff_f32 catches a broken tier
 #
 # Installs what it needs: a nightly toolchain if there is none (cargo-fuzz passes -Z
 # sanitizer flags; without a reachable nightly, stable with RUSTC_BOOTSTRAP=1 is used), and
@@ -13,7 +13,7 @@
 # default) and debug assertions (overflow checks). New inputs go to a scratch corpus, so
 # fuzz/corpus/ stays the committed seeds; crash inputs are written to fuzz/artifacts/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CARGO_TERM_COLOR=never
 
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
