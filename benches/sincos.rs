@@ -106,6 +106,16 @@ fn decode(c: &mut Criterion) {
             rope.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &opts).unwrap()
         })
     });
+    // The baseline: the scalar tier generating its row with libm.
+    let scalar = rope.clone().with_tier(rope_kernels::Tier::Scalar).unwrap();
+    g.bench_function("scalar_libm/scalar", |b| {
+        b.iter(|| {
+            gen::fill_row_libm(freqs, AngleMode::Exact, black_box(POSITION), &mut cos, &mut sin);
+            let table = CosSinTable::new(&cos, &sin, PAIRS).unwrap();
+            let opts = one_row.with_table(table);
+            scalar.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &opts).unwrap()
+        })
+    });
     g.finish();
 }
 

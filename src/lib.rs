@@ -49,6 +49,11 @@ pub use half::{bf16, f16};
 pub use rope::{Apply, CosSin, Direction, Heads, HeadsMut, Positions, Rope};
 pub use view::View;
 
+/// The Rust examples of README.md, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// Benchmark support, not part of the API: no stability promise.
 #[doc(hidden)]
 pub mod __bench {
