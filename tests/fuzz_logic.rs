@@ -6,6 +6,8 @@
 //!   rotation recomputed by the harness.
 //! - `frequencies`: finite frequencies and cos/sin or an error, for any scaling parameters.
 //! - `config_json`: a configuration (that works) or an error, for any text.
+//! - `capi`: every C entry point returns a status of the header; a failing call changes no
+//!   byte of any buffer, struct or canary; a successful one writes the Rust API's bits.
 //!
 //! `UPDATE_FUZZ_CORPUS=1 cargo test --test fuzz_logic corpus` rewrites `fuzz/corpus/`.
 #![cfg(feature = "hf-config")]
@@ -16,12 +18,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use fuzzing::diff::{self, DiffCase, Outcome};
-use fuzzing::{config_json, corpus, frequencies};
+use fuzzing::{capi, config_json, corpus, frequencies};
 use rand::rngs::StdRng;
 use rand::{Rng, RngExt, SeedableRng};
 use rope_kernels::dispatch;
 
-const TARGETS: [&str; 4] = ["diff_f32", "diff_half", "frequencies", "config_json"];
+const TARGETS: [&str; 5] = ["diff_f32", "diff_half", "frequencies", "config_json", "capi"];
 
 fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target)
@@ -43,6 +45,14 @@ fn run(target: &str, bytes: &[u8]) -> &'static str {
                 "loaded"
             } else {
                 "rejected"
+            }
+        }
+        "capi" => {
+            let calls = capi::check(bytes);
+            match calls.iter().filter(|(_, s)| *s == rope_kernels_capi::ROPE_OK).count() {
+                0 => "rejected",
+                n if n == calls.len() => "ok",
+                _ => "mixed",
             }
         }
         _ => unreachable!(),
@@ -84,6 +94,31 @@ fn seeds_decode_to_their_cases() {
     for (name, case) in corpus::diff_cases() {
         assert_eq!(DiffCase::read(&case.write()), case, "{name}");
     }
+    for (name, bytes) in capi::seeds::seeds() {
+        assert_eq!(capi::CapiCase::read(&bytes).write(), bytes, "{name}");
+    }
+}
+
+/// The `capi` seeds reach every status of the header but `ROPE_PANIC` (a bug), and each
+/// real configuration's seeds succeed in every call.
+#[test]
+fn capi_seeds_reach_every_status() {
+    let mut seen = BTreeMap::new();
+    for (name, bytes) in capi::seeds::seeds() {
+        let calls = capi::check(&bytes);
+        if name.ends_with("_f32") || name.ends_with("_table") || name.ends_with("_hf") {
+            assert!(calls.iter().all(|(_, s)| *s == 0), "{name}: {calls:?}");
+        }
+        for (call, s) in calls {
+            seen.entry(s).or_insert((name.clone(), call));
+        }
+    }
+    let missing: Vec<_> = capi::status::ALL_STATUSES
+        .iter()
+        .filter(|s| **s != rope_kernels_capi::ROPE_PANIC && !seen.contains_key(*s))
+        .collect();
+    assert!(missing.is_empty(), "statuses no seed returns: {missing:?}");
+    assert!(!seen.contains_key(&rope_kernels_capi::ROPE_PANIC));
 }
 
 /// Every file of every committed corpus passes its check; the seeds reach both the success
@@ -110,6 +145,8 @@ fn committed_corpora_pass() {
         let want: &[&str] = match target {
             "diff_f32" | "diff_half" => &["rotated", "rejected"],
             "frequencies" => &["built", "rejected"],
+            // Every status is reached: `capi_seeds_reach_every_status`.
+            "capi" => &["ok", "mixed"],
             _ => &["loaded", "rejected"],
         };
         for w in want {
@@ -176,4 +213,20 @@ fn frequencies_fixed_seeds() {
 #[test]
 fn config_json_fixed_seeds() {
     fixed_seed_run("config_json", 0xC0F1, 600);
+}
+
+#[test]
+fn capi_fixed_seeds() {
+    fixed_seed_run("capi", 0xCA_B1, 600);
+}
+
+/// `capi/rlib` builds the C ABI's sources as a package of its own, whose version
+/// `rope_version()` reports: it must be `capi/Cargo.toml`'s.
+#[test]
+fn capi_rlib_has_the_capi_version() {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/capi/Cargo.toml")).unwrap();
+    let version = manifest.lines().find_map(|l| l.strip_prefix("version = \"")?.strip_suffix('"')).unwrap();
+    // SAFETY: rope_version returns a static NUL-terminated string.
+    let reported = unsafe { std::ffi::CStr::from_ptr(rope_kernels_capi::rope_version()) };
+    assert_eq!(reported.to_str(), Ok(version));
 }

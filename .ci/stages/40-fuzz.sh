@@ -17,8 +17,7 @@ cd "$(dirname "$0")/../.."
 export CARGO_TERM_COLOR=never
 
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
-# TODO(capi): add `capi` once the C ABI crate and its target exist (fuzz/README.md).
-ALL_TARGETS=(diff_f32 diff_half frequencies config_json)
+ALL_TARGETS=(diff_f32 diff_half frequencies config_json capi)
 
 demo=0
 targets=()

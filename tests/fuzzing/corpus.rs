@@ -1,11 +1,13 @@
 //! The seed corpora of the fuzz targets, built from the real configs in
-//! `tests/data/configs` and the shapes of the test suite and benchmarks. The committed files
+//! `tests/data/configs` and the shapes of the test suite and benchmarks (the `capi` seeds:
+//! [`capi::seeds`]). The committed files
 //! under `fuzz/corpus/<target>/` are exactly [`seeds`]; `tests/fuzz_logic.rs` checks that
 //! and rewrites them when run with `UPDATE_FUZZ_CORPUS=1`.
 
 use rope_kernels::hf_config::ModelConfig;
 use rope_kernels::{Layout, Scaling};
 
+use super::capi;
 use super::config_json::CONFIGS;
 use super::diff::{ConfigSpec, DiffCase, PosSpec, SourceSpec, TensorSpec};
 use super::frequencies::FreqSeed;
@@ -35,6 +37,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         let mut b = vec![1u8, i as u8];
         b.extend_from_slice(ops);
         out.push(("config_json", format!("{name}_mutated"), b));
+    }
+    for (name, bytes) in capi::seeds::seeds() {
+        out.push(("capi", name, bytes));
     }
     out
 }

@@ -471,7 +471,7 @@ impl<T: FuzzElem> Buf<T> {
 }
 
 /// Elements a view spans (0 when empty); `None` if that overflows (the call must reject it).
-fn extent(view: &View, hd: usize) -> Option<usize> {
+pub fn extent(view: &View, hd: usize) -> Option<usize> {
     if view.tokens == 0 || view.heads == 0 {
         return Some(0);
     }
@@ -484,7 +484,7 @@ fn extent(view: &View, hd: usize) -> Option<usize> {
 /// The largest buffer the harness builds; larger views are skipped (not interesting, slow).
 const MAX_BUF: usize = 1 << 16;
 
-fn random_elem<T: FuzzElem>(rng: &mut SplitMix, specials: u8) -> T {
+pub fn random_elem<T: FuzzElem>(rng: &mut SplitMix, specials: u8) -> T {
     let r = rng.below(256);
     if r < u64::from(specials) {
         return T::from_bits(T::SPECIALS[rng.below(T::SPECIALS.len() as u64) as usize]);

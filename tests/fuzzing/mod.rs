@@ -9,7 +9,7 @@
 //! a chosen case.
 #![allow(dead_code)]
 
-// TODO(capi): `pub mod capi;` with the C ABI target's check (design in fuzz/README.md).
+pub mod capi;
 pub mod config_json;
 pub mod corpus;
 pub mod diff;
