@@ -53,5 +53,6 @@ pub use view::View;
 #[doc(hidden)]
 pub mod __bench {
     pub use crate::dispatch::bench_scale as scale;
+    pub use crate::encodings::row_kernels::bench as encodings;
     pub use crate::kernels::sincos::bench as sincos;
 }
