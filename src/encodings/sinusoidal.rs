@@ -18,7 +18,7 @@ const DEFAULT_BASE: f64 = 10_000.0;
 
 /// Frequencies generated per block: their reduced turns, one cos/sin row and one encoding
 /// segment live on the stack (about 3 KiB).
-const BLOCK: usize = 64;
+const BLOCK: usize = 128;
 
 /// Where the sine and cosine columns go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
