@@ -13,9 +13,10 @@
 use half::{bf16, f16};
 
 mod sealed {
-    /// Seals [`Element`](super::Element); also ties each type to its kernel entry point.
+    /// Seals [`Element`](super::Element); also ties each type to its kernel entry points
+    /// (including the add of encoding rows of its own type).
     #[allow(private_bounds)]
-    pub trait Sealed: crate::kernels::SelectKernel {}
+    pub trait Sealed: crate::kernels::SelectKernel + crate::kernels::SelectAddRow<Self> {}
     impl Sealed for f32 {}
     impl Sealed for half::f16 {}
     impl Sealed for half::bf16 {}

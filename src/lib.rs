@@ -58,5 +58,6 @@ pub struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod __bench {
     pub use crate::dispatch::bench_scale as scale;
+    pub use crate::encodings::row_kernels::bench as encodings;
     pub use crate::kernels::sincos::bench as sincos;
 }

@@ -5,7 +5,8 @@
 //! before the softmax: `0` on the diagonal, `-slope * distance` for past keys (the paper's
 //! `-m * (i - j)`, §3). Slopes follow the paper's `get_slopes`.
 
-use crate::encodings::row_kernels::{alibi_row, alibi_row_fn};
+use crate::dispatch::Tier;
+use crate::encodings::row_kernels::{alibi_row, alibi_row_fn, check_tier, kernels};
 use crate::encodings::{check_rows, RelativeGrid};
 use crate::error::RopeError;
 
@@ -112,6 +113,35 @@ pub fn add_alibi(
     slopes: &[f32],
     form: AlibiForm,
 ) -> Result<(), RopeError> {
+    add_alibi_on(None, scores, row_stride, grid, slopes, form)
+}
+
+/// [`add_alibi`] on `tier` instead of the process-wide dispatcher (tests and benchmarks;
+/// every tier gives the same bits).
+///
+/// # Errors
+/// [`RopeError::TierUnavailable`] if this build or CPU lacks the tier, then those of
+/// [`add_alibi`]; nothing is written when one is returned.
+pub fn add_alibi_with_tier(
+    scores: &mut [f32],
+    row_stride: usize,
+    grid: RelativeGrid,
+    slopes: &[f32],
+    form: AlibiForm,
+    tier: Tier,
+) -> Result<(), RopeError> {
+    add_alibi_on(Some(check_tier(tier)?), scores, row_stride, grid, slopes, form)
+}
+
+/// [`add_alibi`] on the kernels of `tier` (the dispatcher's for `None`).
+fn add_alibi_on(
+    tier: Option<Tier>,
+    scores: &mut [f32],
+    row_stride: usize,
+    grid: RelativeGrid,
+    slopes: &[f32],
+    form: AlibiForm,
+) -> Result<(), RopeError> {
     if slopes.iter().any(|s| !s.is_finite()) {
         return Err(RopeError::InvalidEncodingParameter { name: "slopes", requirement: "must be finite" });
     }
@@ -124,7 +154,7 @@ pub fn add_alibi(
     if grid.is_empty() {
         return Ok(());
     }
-    let f = alibi_row_fn();
+    let f = alibi_row_fn(kernels(tier));
     let symmetric = form == AlibiForm::Symmetric;
     for (h, &slope) in slopes.iter().enumerate() {
         for i in 0..grid.query_len {

@@ -4,15 +4,26 @@
 
 use half::{bf16, f16};
 
+use crate::dispatch::Tier;
 use crate::element::Element;
-use crate::encodings::row_kernels::{add_row, add_row_fn};
+use crate::encodings::row_kernels::{add_row, add_row_fn, check_tier, kernels};
 use crate::encodings::{check_rows, max_position, position_at};
 use crate::error::RopeError;
 use crate::rope::Positions;
 
+mod sealed {
+    /// Seals [`LearnedElement`](super::LearnedElement) and ties each (embeddings, table)
+    /// type pair to its add-row kernel.
+    #[allow(private_bounds)]
+    pub trait Sealed<T>: crate::kernels::SelectAddRow<T> {}
+    impl<T: crate::element::Element> Sealed<T> for T {}
+    impl Sealed<half::f16> for f32 {}
+    impl Sealed<half::bf16> for f32 {}
+}
+
 /// The element types a learned table may have for embeddings of type `T`: `T` itself, or
-/// `f32` (a table kept in full precision next to half-precision activations).
-pub trait LearnedElement<T: Element>: Element {}
+/// `f32` (a table kept in full precision next to half-precision activations). Sealed.
+pub trait LearnedElement<T: Element>: Element + sealed::Sealed<T> {}
 
 impl<T: Element> LearnedElement<T> for T {}
 impl LearnedElement<f16> for f32 {}
@@ -43,6 +54,8 @@ impl LearnedElement<bf16> for f32 {}
 pub struct LearnedPositions<'a, P> {
     table: &'a [P],
     dim: usize,
+    /// The pinned tier ([`LearnedPositions::with_tier`]), or the dispatcher's.
+    tier: Option<Tier>,
 }
 
 impl<'a, P: Element> LearnedPositions<'a, P> {
@@ -58,7 +71,22 @@ impl<'a, P: Element> LearnedPositions<'a, P> {
         if !table.len().is_multiple_of(dim) {
             return Err(RopeError::RaggedTable { len: table.len(), row_len: dim });
         }
-        Ok(LearnedPositions { table, dim })
+        Ok(LearnedPositions { table, dim, tier: None })
+    }
+
+    /// Pins the adds to `tier` instead of the process-wide dispatcher (tests and
+    /// benchmarks; every tier gives the same bits).
+    ///
+    /// # Errors
+    /// [`RopeError::TierUnavailable`] if this build or CPU lacks the tier.
+    pub fn with_tier(mut self, tier: Tier) -> Result<Self, RopeError> {
+        self.tier = Some(check_tier(tier)?);
+        Ok(self)
+    }
+
+    /// The tier this object's adds run on.
+    pub fn tier(&self) -> Tier {
+        kernels(self.tier).tier
     }
 
     /// The width of a row.
@@ -102,7 +130,7 @@ impl<'a, P: Element> LearnedPositions<'a, P> {
                 });
             }
         }
-        let add = add_row_fn::<T, P>();
+        let add = add_row_fn::<T, P>(kernels(self.tier));
         for t in 0..tokens {
             let p = position_at(&positions, t) as usize * self.dim;
             let row = t * row_stride;

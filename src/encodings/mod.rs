@@ -17,6 +17,11 @@
 //! - Element kernels load `f32`, `f16` or `bf16`, compute in `f32` and round once on store
 //!   (nearest, ties to even; a NaN result is stored as the canonical NaN of the type, see
 //!   [`Element`](crate::Element)).
+//! - The element kernels (the sinusoidal and learned adds, the ALiBi add, the sinusoidal
+//!   cos/sin generator) run on the process-wide dispatcher's tier, like RoPE; every tier
+//!   gives the scalar oracle's bits. [`Sinusoidal::with_tier`],
+//!   [`LearnedPositions::with_tier`] and [`add_alibi_with_tier`] pin a tier (tests,
+//!   benchmarks).
 //! - Nothing allocates; the `alloc` feature adds conveniences that return a `Vec`.
 //! - Every bad input is a specific [`RopeError`]; a call that returns an error has written
 //!   nothing.
@@ -24,12 +29,12 @@
 mod alibi;
 mod learned;
 mod relative;
-mod row_kernels;
+pub(crate) mod row_kernels;
 mod sinusoidal;
 
 #[cfg(feature = "alloc")]
 pub use alibi::alibi_slopes_vec;
-pub use alibi::{add_alibi, alibi_slopes, alibi_slopes_with_bias_max, AlibiForm};
+pub use alibi::{add_alibi, add_alibi_with_tier, alibi_slopes, alibi_slopes_with_bias_max, AlibiForm};
 pub use learned::{LearnedElement, LearnedPositions};
 pub use relative::{deberta_log_bucket_position, t5_relative_position_bucket, RelativePositions};
 pub use sinusoidal::{Sinusoidal, SinusoidalLayout};

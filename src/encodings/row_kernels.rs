@@ -1,5 +1,6 @@
-//! The element-wise inner loops of the encoding kernels, as plain function pointers so
-//! that SIMD tiers can be plugged in later through the [`Kernels`](crate::kernels) table.
+//! The element-wise inner loops of the encoding kernels, as plain function pointers taken
+//! from a tier's [`Kernels`] table: the scalar versions here are the oracles, the SIMD tiers'
+//! versions are written once in `src/kernels/generic/rows.rs`.
 //!
 //! Every tier must be bit-identical to the scalar versions here, which define the exact
 //! operations (no fused multiply-add):
@@ -15,7 +16,10 @@
 //! `from_f32` rounds to nearest, ties to even, and stores a NaN result as the canonical NaN
 //! of the type ([`Element`]).
 
+use crate::dispatch::{self, Tier};
 use crate::element::Element;
+use crate::error::RopeError;
+use crate::kernels::{Kernels, SelectAddRow};
 
 /// Adds an encoding row to a row of elements in place:
 /// `x[i] = T::from_f32(x[i].to_f32() + pe[i].to_f32())` for `i < n`.
@@ -90,22 +94,43 @@ fn alibi_loop<const SYMMETRIC: bool>(row: &mut [f32], slope: f32, distance: impl
     }
 }
 
-/// The add-row kernel of the active tier. Only the scalar kernel exists so far; this is
-/// the one place to route through the dispatcher when tiers provide their own.
+/// The kernel table an encoding call runs on: that of `tier` when the caller pinned one
+/// (checked available when it was pinned), otherwise the process-wide dispatcher's.
 #[inline]
-pub(crate) fn add_row_fn<T: Element, P: Element>() -> AddRowFn<T, P> {
-    add_row_scalar::<T, P>
+pub(crate) fn kernels(tier: Option<Tier>) -> &'static Kernels {
+    match tier {
+        Some(t) => dispatch::kernels_for(t).unwrap_or_else(dispatch::active_kernels),
+        None => dispatch::active_kernels(),
+    }
 }
 
-/// The ALiBi row kernel of the active tier (scalar so far; see [`add_row_fn`]).
+/// Checks that `tier` can be pinned (the `with_tier` builders of the encodings).
+///
+/// # Errors
+/// [`RopeError::TierUnavailable`] if this build or CPU lacks it.
+pub(crate) fn check_tier(tier: Tier) -> Result<Tier, RopeError> {
+    if tier.is_available() {
+        Ok(tier)
+    } else {
+        Err(RopeError::TierUnavailable)
+    }
+}
+
+/// The add-row kernel of a tier's table for embeddings `T` and encoding rows `P`.
 #[inline]
-pub(crate) fn alibi_row_fn() -> AlibiRowFn {
-    alibi_row_scalar
+pub(crate) fn add_row_fn<T: Element, P: SelectAddRow<T>>(k: &Kernels) -> AddRowFn<T, P> {
+    P::add_row_fn(k)
+}
+
+/// The ALiBi row kernel of a tier's table.
+#[inline]
+pub(crate) fn alibi_row_fn(k: &Kernels) -> AlibiRowFn {
+    k.alibi_row
 }
 
 /// Safe front of an [`AddRowFn`]: adds `pe` to `x` element-wise (`x.len() == pe.len()`).
 #[inline(always)]
-pub(crate) fn add_row<T: Element, P: Element>(f: AddRowFn<T, P>, x: &mut [T], pe: &[P]) {
+pub(crate) fn add_row<T, P>(f: AddRowFn<T, P>, x: &mut [T], pe: &[P]) {
     debug_assert_eq!(x.len(), pe.len());
     let n = x.len().min(pe.len());
     // SAFETY: both slices hold at least n elements, and a `&mut` and a `&` slice cannot
@@ -122,6 +147,56 @@ pub(crate) fn alibi_row(f: AlibiRowFn, row: &mut [f32], slope: f32, first_distan
     unsafe { f(row.as_mut_ptr(), row.len(), slope, first_distance, symmetric) }
 }
 
+/// Test and benchmark hooks: the row kernels of one tier, on slices. Not part of the API
+/// (re-exported as `rope_kernels::__bench::encodings`); may change at any time.
+#[doc(hidden)]
+pub mod bench {
+    use super::{add_row_fn, alibi_row_fn, check_tier, kernels};
+    use crate::dispatch::Tier;
+    use crate::element::Element;
+    use crate::encodings::LearnedElement;
+    use crate::error::RopeError;
+
+    /// `x[i] = round(x[i] + pe[i])` for `i < x.len()` with the add-row kernel of `tier`
+    /// (`P` is `T` or `f32`, the pairs a learned table may have).
+    ///
+    /// # Errors
+    /// [`RopeError::TierUnavailable`]; [`RopeError::EncodingBufferTooShort`] (`"pe"`) if
+    /// `pe` is shorter than `x`. Nothing is written then.
+    pub fn add_row<T: Element, P: LearnedElement<T>>(
+        tier: Tier,
+        x: &mut [T],
+        pe: &[P],
+    ) -> Result<(), RopeError> {
+        let k = kernels(Some(check_tier(tier)?));
+        if pe.len() < x.len() {
+            return Err(RopeError::EncodingBufferTooShort { buffer: "pe", needed: x.len(), len: pe.len() });
+        }
+        super::add_row(add_row_fn::<T, P>(k), x, &pe[..x.len()]);
+        Ok(())
+    }
+
+    /// Adds the ALiBi bias of keys at distances `first_distance + j` to `row[j]` with the
+    /// kernel of `tier` (`symmetric`: `-(slope * |d|)`, else `slope * d`).
+    ///
+    /// # Errors
+    /// [`RopeError::TierUnavailable`]; [`RopeError::PositionOverflow`] if
+    /// `first_distance + row.len()` overflows `i64`. Nothing is written then.
+    pub fn alibi_row(
+        tier: Tier,
+        row: &mut [f32],
+        slope: f32,
+        first_distance: i64,
+        symmetric: bool,
+    ) -> Result<(), RopeError> {
+        let k = kernels(Some(check_tier(tier)?));
+        let n = i64::try_from(row.len()).map_err(|_| RopeError::PositionOverflow)?;
+        first_distance.checked_add(n).ok_or(RopeError::PositionOverflow)?;
+        super::alibi_row(alibi_row_fn(k), row, slope, first_distance, symmetric);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use half::{bf16, f16};
@@ -129,54 +204,84 @@ mod tests {
     use super::*;
     use crate::element::{CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
 
+    /// Every tier's table: the checks below hold for each (the tier suite in tests/tiers.rs
+    /// compares the tiers with the oracle on random rows).
+    fn tables() -> impl Iterator<Item = &'static Kernels> {
+        dispatch::available_tiers().map(|t| kernels(Some(t)))
+    }
+
     #[test]
     fn add_row_rounds_once_and_canonicalizes_nan() {
+        for k in tables() {
+            add_row_case(k);
+        }
+    }
+
+    fn add_row_case(k: &Kernels) {
         // f16: 1 + 2^-11 is a tie between 1 and 1 + 2^-10 (ties to even: 1); just above
         // the tie rounds up; inf + -inf is NaN, stored canonical.
         let mut x = [f16::from_f32(1.0), f16::from_f32(1.0), f16::from_f32(f32::INFINITY)];
         let pe = [2f32.powi(-11), 2f32.powi(-11) + 2f32.powi(-20), f32::NEG_INFINITY];
-        add_row(add_row_fn::<f16, f32>(), &mut x, &pe);
+        add_row(add_row_fn::<f16, f32>(k), &mut x, &pe);
         assert_eq!(x[0].to_bits(), f16::from_f32(1.0).to_bits());
         assert_eq!(x[1].to_bits(), f16::from_f32(1.0 + 2f32.powi(-10)).to_bits());
         assert_eq!(x[2].to_bits(), CANONICAL_NAN_F16);
 
         let mut y = [bf16::from_f32(2.0), bf16::from_f32(0.0)];
         let pe16 = [bf16::from_f32(0.5), bf16::from_f32(f32::NAN)];
-        add_row(add_row_fn::<bf16, bf16>(), &mut y, &pe16);
+        add_row(add_row_fn::<bf16, bf16>(k), &mut y, &pe16);
         assert_eq!(y[0].to_f32(), 2.5);
         assert_eq!(y[1].to_bits(), CANONICAL_NAN_BF16);
 
         let mut z = [1.0f32, f32::from_bits(0x7FC0_1234)];
-        add_row(add_row_fn::<f32, f32>(), &mut z, &[2.0, 1.0]);
+        add_row(add_row_fn::<f32, f32>(k), &mut z, &[2.0, 1.0]);
         assert_eq!(z[0], 3.0);
         assert_eq!(z[1].to_bits(), CANONICAL_NAN_F32);
     }
 
     #[test]
     fn alibi_row_signs() {
-        let mut r = [10.0f32; 5];
-        // Keys at distances -2..=2 from the query.
-        alibi_row(alibi_row_fn(), &mut r, 0.5, -2, false);
-        assert_eq!(r, [9.0, 9.5, 10.0, 10.5, 11.0]);
-        let mut s = [10.0f32; 5];
-        alibi_row(alibi_row_fn(), &mut s, 0.5, -2, true);
-        assert_eq!(s, [9.0, 9.5, 10.0, 9.5, 9.0]);
+        for k in tables() {
+            let mut r = [10.0f32; 5];
+            // Keys at distances -2..=2 from the query.
+            alibi_row(alibi_row_fn(k), &mut r, 0.5, -2, false);
+            assert_eq!(r, [9.0, 9.5, 10.0, 10.5, 11.0], "{}", k.tier);
+            let mut s = [10.0f32; 5];
+            alibi_row(alibi_row_fn(k), &mut s, 0.5, -2, true);
+            assert_eq!(s, [9.0, 9.5, 10.0, 9.5, 9.0], "{}", k.tier);
+        }
     }
 
     #[test]
     fn alibi_row_i32_and_i64_paths_agree_with_the_definition() {
         // Rows inside i32, crossing i32::MAX, crossing i32::MIN, and beyond 2^32 (where
-        // the distance itself rounds in f32).
+        // the distance itself rounds in f32); crossing +-2^24 (where the SIMD tiers hand
+        // the row to the oracle) and ending exactly there.
         let slope = 0.3f32;
-        for first in [-70_000i64, i64::from(i32::MAX) - 3, i64::from(i32::MIN) - 3, -(1i64 << 33) - 7] {
+        let firsts = [
+            -70_000i64,
+            i64::from(i32::MAX) - 3,
+            i64::from(i32::MIN) - 3,
+            -(1i64 << 33) - 7,
+            (1 << 24) - 4,
+            (1 << 24) - 8,
+            -(1 << 24) - 2,
+            -(1 << 24),
+        ];
+        for (k, first) in tables().flat_map(|k| firsts.map(|f| (k, f))) {
             for symmetric in [false, true] {
                 let mut row: [f32; 9] = core::array::from_fn(|j| j as f32 * 0.25 - 1.0);
                 let before = row;
-                alibi_row(alibi_row_fn(), &mut row, slope, first, symmetric);
+                alibi_row(alibi_row_fn(k), &mut row, slope, first, symmetric);
                 for j in 0..9 {
                     let d = (first + j as i64) as f32;
                     let bias = if symmetric { -(slope * d.abs()) } else { slope * d };
-                    assert_eq!(row[j].to_bits(), (before[j] + bias).to_bits(), "{first} {symmetric} {j}");
+                    assert_eq!(
+                        row[j].to_bits(),
+                        (before[j] + bias).to_bits(),
+                        "{} {first} {symmetric} {j}",
+                        k.tier
+                    );
                 }
             }
         }

@@ -45,6 +45,8 @@ use super::RotateArgs;
 use crate::config::{Layout, MAX_ROTARY_DIM};
 use crate::element::Element;
 
+pub(crate) mod rows;
+
 /// The most f32 lanes of any tier's vector (AVX-512: 16).
 pub(crate) const MAX_LANES: usize = 16;
 
@@ -79,6 +81,8 @@ pub(crate) trait Simd: Copy {
     fn mul(self, a: Self::V, b: Self::V) -> Self::V;
     /// Lane-wise bitwise xor (sign flips).
     fn xor(self, a: Self::V, b: Self::V) -> Self::V;
+    /// Lane-wise `|a|`: the sign bit cleared (exact, like `f32::abs`).
+    fn abs(self, a: Self::V) -> Self::V;
     /// `[v1 v0 v3 v2 ..]`: swaps the two lanes of every pair.
     fn swap_pairs(self, v: Self::V) -> Self::V;
     /// Interleaves `a` and `b`: `([a0 b0 a1 b1 ..], [a(L/2) b(L/2) ..])`, the two halves in

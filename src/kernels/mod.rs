@@ -17,6 +17,8 @@ use half::{bf16, f16};
 
 use crate::config::Layout;
 use crate::dispatch::Tier;
+use crate::element::Element;
+pub(crate) use crate::encodings::row_kernels::{AddRowFn, AlibiRowFn};
 
 // The NEON tier reads a bf16 pair as one little-endian word; aarch64_be gets Portable.
 #[cfg(all(target_arch = "aarch64", target_endian = "little"))]
@@ -79,17 +81,28 @@ pub(crate) struct Kernels {
     pub scale_bf16: ScaleFn<bf16>,
     /// The on-the-fly cos/sin row generator of the tier ([`sincos`]).
     pub sincos: sincos::SinCosFn,
+    /// The encodings' add-row kernels, one per (embeddings, encoding row) type pair
+    /// ([`AddRowFn`]); picked by [`SelectAddRow`].
+    pub add_row_f32_f32: AddRowFn<f32, f32>,
+    pub add_row_f16_f32: AddRowFn<f16, f32>,
+    pub add_row_bf16_f32: AddRowFn<bf16, f32>,
+    pub add_row_f16_f16: AddRowFn<f16, f16>,
+    pub add_row_bf16_bf16: AddRowFn<bf16, bf16>,
+    /// The ALiBi row kernel ([`AlibiRowFn`]).
+    pub alibi_row: AlibiRowFn,
 }
 
 /// Picks the entry points for an element type out of a [`Kernels`] table.
 pub(crate) trait SelectKernel: Sized {
     fn rotate_fn(k: &Kernels) -> RotateFn<Self>;
     fn scale_fn(k: &Kernels) -> ScaleFn<Self>;
+    /// The add-row kernel for rows of this type plus f32 encoding rows.
+    fn add_row_f32_fn(k: &Kernels) -> AddRowFn<Self, f32>;
 }
 
-/// Implements [`SelectKernel`] for an element type from its two field names.
+/// Implements [`SelectKernel`] for an element type from its field names.
 macro_rules! select_kernel {
-    ($t:ty, $rotate:ident, $scale:ident) => {
+    ($t:ty, $rotate:ident, $scale:ident, $add_f32:ident) => {
         impl SelectKernel for $t {
             #[inline(always)]
             fn rotate_fn(k: &Kernels) -> RotateFn<Self> {
@@ -99,15 +112,48 @@ macro_rules! select_kernel {
             fn scale_fn(k: &Kernels) -> ScaleFn<Self> {
                 k.$scale
             }
+            #[inline(always)]
+            fn add_row_f32_fn(k: &Kernels) -> AddRowFn<Self, f32> {
+                k.$add_f32
+            }
         }
     };
 }
-select_kernel!(f32, rotate_f32, scale_f32);
-select_kernel!(f16, rotate_f16, scale_f16);
-select_kernel!(bf16, rotate_bf16, scale_bf16);
+select_kernel!(f32, rotate_f32, scale_f32, add_row_f32_f32);
+select_kernel!(f16, rotate_f16, scale_f16, add_row_f16_f32);
+select_kernel!(bf16, rotate_bf16, scale_bf16, add_row_bf16_f32);
 
-/// Builds a tier's [`Kernels`] table from a generic boundary function pair
-/// `rotate::<T>` / `scale::<T>` in scope and the tier's cos/sin generator.
+/// Picks the add-row kernel for embeddings of type `T` plus encoding rows of type `Self`:
+/// f32 rows for any `T`, or rows of `T` itself (a learned table stored in the embeddings'
+/// type). Every [`Element`] `T` has `T: SelectAddRow<T>` (a supertrait of `Element`'s seal).
+pub(crate) trait SelectAddRow<T>: Sized {
+    fn add_row_fn(k: &Kernels) -> AddRowFn<T, Self>;
+}
+
+impl<T: Element> SelectAddRow<T> for f32 {
+    #[inline(always)]
+    fn add_row_fn(k: &Kernels) -> AddRowFn<T, f32> {
+        T::add_row_f32_fn(k)
+    }
+}
+
+impl SelectAddRow<f16> for f16 {
+    #[inline(always)]
+    fn add_row_fn(k: &Kernels) -> AddRowFn<f16, f16> {
+        k.add_row_f16_f16
+    }
+}
+
+impl SelectAddRow<bf16> for bf16 {
+    #[inline(always)]
+    fn add_row_fn(k: &Kernels) -> AddRowFn<bf16, bf16> {
+        k.add_row_bf16_bf16
+    }
+}
+
+/// Builds a tier's [`Kernels`] table from the generic boundary functions `rotate::<T>`,
+/// `scale::<T>`, `add_row::<T, P>` and the function `alibi_row` in scope, and the tier's
+/// cos/sin generator.
 macro_rules! kernels_table {
     ($tier:expr, $sincos:expr) => {
         $crate::kernels::Kernels {
@@ -119,6 +165,12 @@ macro_rules! kernels_table {
             scale_f16: scale::<half::f16>,
             scale_bf16: scale::<half::bf16>,
             sincos: $sincos,
+            add_row_f32_f32: add_row::<f32, f32>,
+            add_row_f16_f32: add_row::<half::f16, f32>,
+            add_row_bf16_f32: add_row::<half::bf16, f32>,
+            add_row_f16_f16: add_row::<half::f16, half::f16>,
+            add_row_bf16_bf16: add_row::<half::bf16, half::bf16>,
+            alibi_row,
         }
     };
 }

@@ -34,6 +34,20 @@ unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
     unsafe { generic::scale(Portable, x, len, c) }
 }
 
+/// # Safety
+/// The contract of [`AddRowFn`](super::AddRowFn).
+unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
+    // SAFETY: forwarded; the baseline is always there.
+    unsafe { generic::rows::add_row(Portable, x, pe, n) }
+}
+
+/// # Safety
+/// The contract of [`AlibiRowFn`](super::AlibiRowFn).
+unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
+    // SAFETY: forwarded; the baseline is always there.
+    unsafe { generic::rows::alibi_row(Portable, row, n, slope, first_distance, symmetric) }
+}
+
 impl Simd for Portable {
     const LANES: usize = 4;
     type V = f32x4;
@@ -67,6 +81,10 @@ impl Simd for Portable {
     #[inline(always)]
     fn xor(self, a: f32x4, b: f32x4) -> f32x4 {
         a ^ b
+    }
+    #[inline(always)]
+    fn abs(self, a: f32x4) -> f32x4 {
+        a.abs()
     }
     #[inline(always)]
     fn swap_pairs(self, v: f32x4) -> f32x4 {

@@ -7,6 +7,8 @@ use super::{kernels_table, Kernels, RotateArgs};
 use crate::config::Layout;
 use crate::dispatch::Tier;
 use crate::element::Element;
+// The table's encoding row kernels are the oracles themselves.
+use crate::encodings::row_kernels::{add_row_scalar as add_row, alibi_row_scalar as alibi_row};
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Scalar, super::sincos::scalar::fill_row);
 

@@ -52,6 +52,22 @@ unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
     unsafe { generic::scale(Neon(()), x, len, c) }
 }
 
+/// # Safety
+/// The contract of [`AddRowFn`](crate::kernels::AddRowFn).
+#[target_feature(enable = "neon")]
+unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
+    // SAFETY: forwarded; NEON is baseline on aarch64.
+    unsafe { generic::rows::add_row(Neon(()), x, pe, n) }
+}
+
+/// # Safety
+/// The contract of [`AlibiRowFn`](crate::kernels::AlibiRowFn).
+#[target_feature(enable = "neon")]
+unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
+    // SAFETY: forwarded; NEON is baseline on aarch64.
+    unsafe { generic::rows::alibi_row(Neon(()), row, n, slope, first_distance, symmetric) }
+}
+
 impl Simd for Neon {
     const LANES: usize = 4;
     type V = float32x4_t;
@@ -91,6 +107,11 @@ impl Simd for Neon {
     fn xor(self, a: float32x4_t, b: float32x4_t) -> float32x4_t {
         // SAFETY: the token proves NEON.
         unsafe { vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(a), vreinterpretq_u32_f32(b))) }
+    }
+    #[inline(always)]
+    fn abs(self, a: float32x4_t) -> float32x4_t {
+        // SAFETY: the token proves NEON.
+        unsafe { vabsq_f32(a) }
     }
     #[inline(always)]
     fn swap_pairs(self, v: float32x4_t) -> float32x4_t {

@@ -54,6 +54,22 @@ unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
     unsafe { generic::scale(Avx2::new_unchecked(), x, len, c) }
 }
 
+/// # Safety
+/// The contract of [`AddRowFn`](crate::kernels::AddRowFn) (which includes AVX2 + F16C).
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::rows::add_row(Avx2::new_unchecked(), x, pe, n) }
+}
+
+/// # Safety
+/// The contract of [`AlibiRowFn`](crate::kernels::AlibiRowFn) (which includes AVX2 + F16C).
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::rows::alibi_row(Avx2::new_unchecked(), row, n, slope, first_distance, symmetric) }
+}
+
 impl Simd for Avx2 {
     const LANES: usize = 8;
     type V = __m256;
@@ -93,6 +109,11 @@ impl Simd for Avx2 {
     fn xor(self, a: __m256, b: __m256) -> __m256 {
         // SAFETY: see `splat`.
         unsafe { _mm256_xor_ps(a, b) }
+    }
+    #[inline(always)]
+    fn abs(self, a: __m256) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), a) }
     }
     #[inline(always)]
     fn swap_pairs(self, v: __m256) -> __m256 {

@@ -58,6 +58,22 @@ unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
     unsafe { generic::scale(Avx512::new_unchecked(), x, len, c) }
 }
 
+/// # Safety
+/// The contract of [`AddRowFn`](crate::kernels::AddRowFn) (which includes AVX-512F).
+#[target_feature(enable = "avx512f")]
+unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::rows::add_row(Avx512::new_unchecked(), x, pe, n) }
+}
+
+/// # Safety
+/// The contract of [`AlibiRowFn`](crate::kernels::AlibiRowFn) (which includes AVX-512F).
+#[target_feature(enable = "avx512f")]
+unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::rows::alibi_row(Avx512::new_unchecked(), row, n, slope, first_distance, symmetric) }
+}
+
 impl Simd for Avx512 {
     const LANES: usize = 16;
     type V = __m512;
@@ -96,6 +112,13 @@ impl Simd for Avx512 {
     fn xor(self, a: __m512, b: __m512) -> __m512 {
         // SAFETY: the token proves AVX-512F (`_mm512_xor_ps` would need AVX-512DQ).
         unsafe { _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(b))) }
+    }
+    #[inline(always)]
+    fn abs(self, a: __m512) -> __m512 {
+        // SAFETY: the token proves AVX-512F (`_mm512_and_ps` would need AVX-512DQ).
+        unsafe {
+            _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7FFF_FFFF)))
+        }
     }
     #[inline(always)]
     fn swap_pairs(self, v: __m512) -> __m512 {
