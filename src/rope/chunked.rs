@@ -90,6 +90,13 @@ struct Shared<'a> {
     pairs: usize,
 }
 
+// `TokenChunk`s on several threads share one `&Shared`: it must stay `Sync` (the `Send`
+// impls below rely on it).
+const _: () = {
+    const fn assert_sync<S: Sync>() {}
+    assert_sync::<Shared<'static>>();
+};
+
 impl Shared<'_> {
     fn freqs(&self) -> &Frequencies {
         match &self.freqs {
@@ -146,6 +153,7 @@ impl Shared<'_> {
 /// assert!(k.iter().zip(&k1).all(|(a, b)| a.to_bits() == b.to_bits()));
 /// # Ok::<(), rope_kernels::RopeError>(())
 /// ```
+#[must_use = "a prepared call writes nothing until it, or its chunks, run"]
 pub struct PreparedCall<'a, T: Element> {
     shared: Shared<'a>,
     tensors: [Option<Tensor<T>>; 2],
@@ -159,8 +167,7 @@ pub struct PreparedCall<'a, T: Element> {
 
 // SAFETY: a `PreparedCall` stands for `&'a mut [T]` borrows of its outputs and `&'a [T]`
 // borrows of its inputs (its raw pointers come from such borrows, which it keeps alive
-// through `'a`), plus shared read-only data (`Shared`, made of `Sync` values and
-// `&'static Kernels`). Moving those borrows to another thread is sound because
+// through `'a`), plus shared read-only data (`Shared`, asserted `Sync` above). Moving those borrows to another thread is sound because
 // `T: Element` is `Send + Sync`.
 unsafe impl<T: Element> Send for PreparedCall<'_, T> {}
 
@@ -230,6 +237,7 @@ impl<'a, T: Element> PreparedCall<'a, T> {
 /// Iterator over the chunks of [`PreparedCall::chunks`] and [`PreparedCall::parts`]. A chunk
 /// that is taken from it is handed out for good, even if the iterator is dropped early; the
 /// tokens it has not handed out stay pending in the call.
+#[must_use = "iterators are lazy: the chunks are handed out as they are taken"]
 pub struct TokenChunks<'c, T: Element> {
     shared: &'c Shared<'c>,
     tensors: [Option<Tensor<T>>; 2],
@@ -278,6 +286,7 @@ impl<T: Element> core::fmt::Debug for TokenChunks<'_, T> {
 
 /// The tokens `range()` of a [`PreparedCall`], to rotate on any thread with
 /// [`TokenChunk::run`]. No other chunk of the call covers these tokens.
+#[must_use = "a chunk writes nothing until it runs"]
 pub struct TokenChunk<'c, T: Element> {
     shared: &'c Shared<'c>,
     tensors: [Option<Tensor<T>>; 2],
@@ -288,7 +297,7 @@ pub struct TokenChunk<'c, T: Element> {
 
 // SAFETY: a chunk is the exclusive right to the output rows (and the right to read the
 // input rows) of its token range, which no other chunk of the call has (module docs), plus
-// `&'c Shared`, read-only `Sync` data. Sending that right to another thread is sound
+// `&'c Shared`, read-only data asserted `Sync` above. Sending that right to another thread is sound
 // because `T: Element` is `Send + Sync`.
 unsafe impl<T: Element> Send for TokenChunk<'_, T> {}
 
