@@ -27,8 +27,9 @@
 //! one f32 rounding of each product and the sum, bf16 within bf16 rounding (candle computes
 //! in bf16, each operation rounded).
 //!
-//! Run: `cargo run --release --manifest-path benches/peers/Cargo.toml`
-//! (env `PEERS_SAMPLES`, default 15: samples of ~10 ms per row; the median is reported).
+//! Run: `cargo run --release --manifest-path benches/peers/Cargo.toml` (both tables;
+//! `-- table` or `-- scaling` for one). Env `PEERS_SAMPLES` (default 15): samples of ~10 ms
+//! per row; the median is reported.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -452,20 +453,28 @@ fn run_dtype<T: Dt>(s: &Setup, tab: &mut Table) {
 // ---------------------------------------------------------------------------------------
 // Parallel scaling: single thread against par_apply, samples interleaved
 
-/// Cores busy over `ms` milliseconds, from /proc/stat (Linux; None elsewhere).
-fn busy_cores(ms: u64) -> Option<f64> {
-    let read = || -> Option<(u64, u64)> {
-        let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        let v: Vec<u64> =
-            stat.lines().next()?.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-        let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
-        Some((idle, v.iter().take(8).sum()))
-    };
-    let (i0, t0) = read()?;
-    std::thread::sleep(Duration::from_millis(ms));
-    let (i1, t1) = read()?;
+/// CPU time in clock ticks: (whole machine busy, whole machine total, this process), from
+/// /proc (Linux; None elsewhere).
+fn cpu_ticks() -> Option<(u64, u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let v: Vec<u64> =
+        stat.lines().next()?.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+    let me = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which ends with ')'): utime and stime are 14th and 15th.
+    let f: Vec<&str> = me.rsplit_once(')')?.1.split_whitespace().collect();
+    let mine = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((total - idle, total, mine))
+}
+
+/// Cores kept busy by other processes between two `cpu_ticks` readings.
+fn other_load(a: Option<(u64, u64, u64)>, b: Option<(u64, u64, u64)>) -> String {
+    let (Some(a), Some(b)) = (a, b) else { return "?".into() };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    Some(cores * (1.0 - (i1 - i0) as f64 / (t1 - t0).max(1) as f64))
+    let total = (b.1 - a.1).max(1) as f64;
+    let other = (b.0 - a.0) as f64 - (b.2 - a.2) as f64;
+    format!("{:.2}", (cores * other / total).max(0.0))
 }
 
 /// Median ns per call of `a` and `b` and the median of the per-pair ratios `a / b`, with
@@ -507,6 +516,7 @@ fn time_pair(mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64, f64) {
 
 fn scaling<T: Dt>(s: &Setup) {
     for shape in &SHAPES[1..] {
+        let ticks = cpu_ticks();
         let t = shape.tokens;
         let v = View::bshd(t, shape.q_heads, HEAD_DIM);
         let opts = Apply::start(0).with_table(s.table());
@@ -534,7 +544,7 @@ fn scaling<T: Dt>(s: &Setup) {
             },
         );
         println!(
-            "| {} | {} | {} | {} | {:.2}× | {} | {} | {:.2}× |",
+            "| {} | {} | {} | {} | {:.2}× | {} | {} | {:.2}× | {} |",
             shape.name,
             T::NAME,
             group_digits(one),
@@ -542,7 +552,8 @@ fn scaling<T: Dt>(s: &Setup) {
             ratio,
             group_digits(r_one),
             group_digits(r_par),
-            r_ratio
+            r_ratio,
+            other_load(ticks, cpu_ticks())
         );
     }
 }
@@ -576,26 +587,32 @@ fn main() {
         rope_kernels::dispatch::available_tiers().map(|t| t.name()).collect::<Vec<_>>().join(", "),
         samples()
     );
-    let mut tab = Table { rows: Vec::new() };
-    run_dtype::<f32>(&setup, &mut tab);
-    run_dtype::<bf16>(&setup, &mut tab);
-    println!(
-        "\nrope-kernels tier: {}; {cpu}; {cores} cores; head_dim 128, theta 500000, cached cos/sin unless noted.",
-        setup.hs.tier()
-    );
-    println!(
-        "Speed-up: the peer's ns / the rope-kernels row named (same layout; threads against par_apply)."
-    );
-    tab.print();
-
-    let busy = busy_cores(1000);
-    println!(
-        "\nParallel scaling, BSHD half-split in place, cached cos/sin; single-thread and {cores}-thread samples interleaved \
-         (cores busy with other work just before: {}).\n",
-        busy.map_or("unknown".into(), |b| format!("{b:.2} of {cores}"))
-    );
-    println!("| shape | dtype | apply, 1 thread (ns) | par_apply, {cores} threads (ns) | speed-up | x *= c, 1 thread | x *= c, {cores} threads | speed-up |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
-    scaling::<f32>(&setup);
-    scaling::<bf16>(&setup);
+    // `peers` prints both tables; `peers table` or `peers scaling` only one.
+    let only = std::env::args().nth(1);
+    if only.as_deref() != Some("scaling") {
+        let mut tab = Table { rows: Vec::new() };
+        run_dtype::<f32>(&setup, &mut tab);
+        run_dtype::<bf16>(&setup, &mut tab);
+        println!(
+            "\nrope-kernels tier: {}; {cpu}; {cores} cores; head_dim 128, theta 500000, cached cos/sin unless noted.",
+            setup.hs.tier()
+        );
+        println!(
+            "Speed-up: the peer's ns / the rope-kernels row named (same layout; threads against par_apply)."
+        );
+        tab.print();
+    }
+    if only.as_deref() != Some("table") {
+        println!(
+            "\nParallel scaling, BSHD half-split in place, cached cos/sin; single-thread and {cores}-thread \
+             samples interleaved; last column: cores kept busy by other processes meanwhile.\n"
+        );
+        println!(
+            "| shape | dtype | apply, 1 thread (ns) | par_apply, {cores} threads (ns) | speed-up | x *= c, 1 thread | \
+             x *= c, {cores} threads | speed-up | other load |"
+        );
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        scaling::<f32>(&setup);
+        scaling::<bf16>(&setup);
+    }
 }
