@@ -46,7 +46,9 @@ pub use element::{DType, Element, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONIC
 pub use error::{Operand, RopeError};
 pub use freq::{Frequencies, LongRopeParams, PairFactors, Scaling, YarnParams};
 pub use half::{bf16, f16};
-pub use rope::{Apply, CosSin, Direction, Heads, HeadsMut, Positions, Rope};
+pub use rope::{
+    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, Rope, TokenChunk, TokenChunks,
+};
 pub use view::View;
 
 /// The Rust examples of README.md, run as doctests.

@@ -10,6 +10,9 @@ use crate::kernels::sincos::SinCos;
 use crate::kernels::{Kernels, RotateArgs};
 use crate::view::View;
 
+mod chunked;
+pub use chunked::{PreparedCall, TokenChunk, TokenChunks};
+
 /// Rotation direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Direction {
@@ -509,6 +512,8 @@ impl Rope {
         jobs: &[Option<Job<T>>; 2],
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
+        #[cfg(feature = "__slow-kernel-for-gate-demo")]
+        chunked::gate_demo::run_hook(self, tokens, jobs);
         let pairs = self.config.pairs();
         // Positions: count, overflow, and the largest one (for tables and seq_len).
         let max_pos: Option<u32> = match opts.positions {
