@@ -30,7 +30,9 @@ use crate::kernels::{Kernels, SelectAddRow};
 ///
 /// # Safety
 /// `x .. x + n` must be valid for reads and writes, `pe .. pe + n` valid for reads, and the
-/// two ranges must not overlap.
+/// two ranges must not overlap. The CPU supports the tier of the
+/// [`Kernels`] table the function comes from (the dispatcher hands out a table only after
+/// detecting its features).
 pub(crate) type AddRowFn<T, P> = unsafe fn(x: *mut T, pe: *const P, n: usize);
 
 /// Adds the ALiBi bias of one query row to `n` scores in place (see the module docs for
@@ -39,7 +41,8 @@ pub(crate) type AddRowFn<T, P> = unsafe fn(x: *mut T, pe: *const P, n: usize);
 ///
 /// # Safety
 /// `row .. row + n` must be valid for reads and writes; `first_distance + n` must not
-/// overflow `i64`.
+/// overflow `i64`. The CPU supports the tier of the [`Kernels`] table the function comes
+/// from.
 pub(crate) type AlibiRowFn =
     unsafe fn(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool);
 
@@ -134,7 +137,7 @@ pub(crate) fn add_row<T, P>(f: AddRowFn<T, P>, x: &mut [T], pe: &[P]) {
     debug_assert_eq!(x.len(), pe.len());
     let n = x.len().min(pe.len());
     // SAFETY: both slices hold at least n elements, and a `&mut` and a `&` slice cannot
-    // overlap.
+    // overlap; `f` comes from a `Kernels` table, handed out only for a supported tier.
     unsafe { f(x.as_mut_ptr(), pe.as_ptr(), n) }
 }
 
@@ -143,7 +146,8 @@ pub(crate) fn add_row<T, P>(f: AddRowFn<T, P>, x: &mut [T], pe: &[P]) {
 pub(crate) fn alibi_row(f: AlibiRowFn, row: &mut [f32], slope: f32, first_distance: i64, symmetric: bool) {
     debug_assert!(first_distance.checked_add(row.len() as i64).is_some());
     // SAFETY: the row holds row.len() elements; callers pass distances between u32
-    // positions, far from the i64 limits.
+    // positions, far from the i64 limits; `f` comes from a `Kernels` table, handed out
+    // only for a supported tier.
     unsafe { f(row.as_mut_ptr(), row.len(), slope, first_distance, symmetric) }
 }
 
@@ -221,10 +225,11 @@ mod tests {
         // f16: 1 + 2^-11 is a tie between 1 and 1 + 2^-10 (ties to even: 1); just above
         // the tie rounds up; inf + -inf is NaN, stored canonical.
         let mut x = [f16::from_f32(1.0), f16::from_f32(1.0), f16::from_f32(f32::INFINITY)];
-        let pe = [2f32.powi(-11), 2f32.powi(-11) + 2f32.powi(-20), f32::NEG_INFINITY];
+        // Exact literals (2^-11, 2^-11 + 2^-20): Miri may perturb `powi` by an ulp.
+        let pe = [0.00048828125, 0.00048828125 + 1.0 / 1_048_576.0, f32::NEG_INFINITY];
         add_row(add_row_fn::<f16, f32>(k), &mut x, &pe);
         assert_eq!(x[0].to_bits(), f16::from_f32(1.0).to_bits());
-        assert_eq!(x[1].to_bits(), f16::from_f32(1.0 + 2f32.powi(-10)).to_bits());
+        assert_eq!(x[1].to_bits(), f16::from_f32(1.0 + 0.0009765625).to_bits());
         assert_eq!(x[2].to_bits(), CANONICAL_NAN_F16);
 
         let mut y = [bf16::from_f32(2.0), bf16::from_f32(0.0)];

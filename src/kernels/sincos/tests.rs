@@ -295,10 +295,9 @@ fn hf_mode_clamps_huge_angles() {
     // rotary_dim 10: no exponent 2i/10 is 1/2, where libm's pow calls its x86 sqrt (inline
     // assembly, which Miri cannot run).
     let mut freqs = frequencies(1e4, 10);
-    // The largest accepted value (2^95, see `Frequencies::set_inv_freq_f32`) first.
-    // 2^95 exactly (`powi` is perturbed under Miri).
-    let max = f32::from_bits((127 + 95) << 23);
-    freqs.set_inv_freq_f32(&[max, 1e28, 3e14, 0.0, 2.5e5]).unwrap();
+    // The largest accepted value (2^95, see `Frequencies::set_inv_freq_f32`) first; built
+    // by an exact conversion, not `powi`, which Miri may perturb by an ulp.
+    freqs.set_inv_freq_f32(&[(1u128 << 95) as f32, 1e28, 3e14, 0.0, 2.5e5]).unwrap();
     assert!(freqs.clone().set_inv_freq_f32(&[f32::MAX, 1.0, 1.0, 0.0, 1.0]).is_err());
     let inputs = RowInputs::new(&freqs, AngleMode::HfCompatible);
     let (mut c, mut s) = ([9.0f32; 5], [9.0f32; 5]);
