@@ -581,10 +581,9 @@ impl Rope {
                     layout,
                     inverse,
                 };
-                // SAFETY: validated views keep every head of this token in bounds and
-                // non-overlapping; in place, src == dst with equal strides; out of place,
-                // the buffers come from a `&[T]` and a `&mut [T]`, which cannot overlap.
-                // `kernels` came from the dispatcher, which checked the CPU.
+                // SAFETY: validated views keep this token's heads in bounds and apart; in place
+                // src == dst, out of place they come from `&[T]` and `&mut [T]` (disjoint);
+                // the dispatcher checked the CPU for `kernels`.
                 unsafe { rotate(&args) };
             }
         };

@@ -165,10 +165,10 @@ pub struct PreparedCall<'a, T: Element> {
     _buffers: PhantomData<&'a mut [T]>,
 }
 
-// SAFETY: a `PreparedCall` stands for `&'a mut [T]` borrows of its outputs and `&'a [T]`
-// borrows of its inputs (its raw pointers come from such borrows, which it keeps alive
-// through `'a`), plus shared read-only data (`Shared`, asserted `Sync` above). Moving those borrows to another thread is sound because
-// `T: Element` is `Send + Sync`.
+// A `PreparedCall` stands for `&'a mut [T]` borrows of its outputs and `&'a [T]` borrows of
+// its inputs (its raw pointers come from such borrows, kept alive through `'a`), plus
+// shared read-only data (`Shared`, asserted `Sync` above).
+// SAFETY: moving those borrows to another thread is sound because `T: Element` is `Send + Sync`.
 unsafe impl<T: Element> Send for PreparedCall<'_, T> {}
 
 impl<T: Element> core::fmt::Debug for PreparedCall<'_, T> {
@@ -295,10 +295,10 @@ pub struct TokenChunk<'c, T: Element> {
     _buffers: PhantomData<&'c mut [T]>,
 }
 
-// SAFETY: a chunk is the exclusive right to the output rows (and the right to read the
-// input rows) of its token range, which no other chunk of the call has (module docs), plus
-// `&'c Shared`, read-only data asserted `Sync` above. Sending that right to another thread is sound
-// because `T: Element` is `Send + Sync`.
+// A chunk is the exclusive right to the output rows (and the right to read the input rows)
+// of its token range, which no other chunk of the call has (module docs), plus
+// `&'c Shared`, read-only data asserted `Sync` above.
+// SAFETY: sending that right to another thread is sound because `T: Element` is `Send + Sync`.
 unsafe impl<T: Element> Send for TokenChunk<'_, T> {}
 
 impl<T: Element> core::fmt::Debug for TokenChunk<'_, T> {
@@ -400,12 +400,10 @@ impl<'c, T: Element> TokenChunk<'c, T> {
                     layout: s.layout,
                     inverse: s.inverse,
                 };
-                // SAFETY: the validated views keep every head of token t in bounds and
-                // apart from one another; no other chunk covers token t, and the rows of
-                // token t share no element with the rows of any other token (View
-                // validation), so no other thread reads or writes them now; in place,
-                // src == dst with equal strides; out of place, the input comes from a
-                // `&[T]` and the output from a `&mut [T]`, which cannot overlap.
+                // Validated views keep every head of token t in bounds and apart; no other
+                // chunk covers token t, and its rows share no element with other tokens'
+                // (View validation), so no other thread touches them now.
+                // SAFETY: as above; in place src == dst, out of place `&[T]` vs `&mut [T]`.
                 unsafe { rotate(&args) };
             }
         }
