@@ -25,7 +25,7 @@ run() {
     local start=$SECONDS log
     log=$(mktemp)
     ROPE_TIERS="${expect// /,}" MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-env-forward=ROPE_TIERS" RUSTFLAGS="${flags}" \
-        cargo +nightly miri test --lib --test tiers -- --nocapture --test-threads 1 2>&1 | tee "$log"
+        cargo +nightly miri test -p rope-kernels --lib --test tiers -- --nocapture --test-threads 1 2>&1 | tee "$log"
     for tier in $expect; do
         if ! grep -q "^${tier}: .* cases bit-identical to scalar" "$log"; then
             echo "miri ${name}: the ${tier} tier did not run" >&2
