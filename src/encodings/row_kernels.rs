@@ -224,12 +224,12 @@ mod tests {
     fn add_row_case(k: &Kernels) {
         // f16: 1 + 2^-11 is a tie between 1 and 1 + 2^-10 (ties to even: 1); just above
         // the tie rounds up; inf + -inf is NaN, stored canonical.
-        let mut x = [f16::from_f32(1.0), f16::from_f32(1.0), f16::from_f32(f32::INFINITY)];
+        let mut x = [f16::from_f32_const(1.0), f16::from_f32_const(1.0), f16::from_f32_const(f32::INFINITY)];
         // Exact literals (2^-11, 2^-11 + 2^-20): Miri may perturb `powi` by an ulp.
         let pe = [0.00048828125, 0.00048828125 + 1.0 / 1_048_576.0, f32::NEG_INFINITY];
         add_row(add_row_fn::<f16, f32>(k), &mut x, &pe);
-        assert_eq!(x[0].to_bits(), f16::from_f32(1.0).to_bits());
-        assert_eq!(x[1].to_bits(), f16::from_f32(1.0 + 0.0009765625).to_bits());
+        assert_eq!(x[0].to_bits(), f16::from_f32_const(1.0).to_bits());
+        assert_eq!(x[1].to_bits(), f16::from_f32_const(1.0 + 0.0009765625).to_bits());
         assert_eq!(x[2].to_bits(), CANONICAL_NAN_F16);
 
         let mut y = [bf16::from_f32(2.0), bf16::from_f32(0.0)];
