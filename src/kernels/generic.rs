@@ -459,7 +459,11 @@ unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: 
     let bytes = 2 * a.cos.len() * core::mem::size_of::<T>();
     let ahead = heads_ahead(bytes);
     for h in 0..a.heads {
-        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), bytes);
+        prefetch_range(
+            s,
+            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
+            bytes,
+        );
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         unsafe {
             let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
@@ -562,7 +566,11 @@ unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_
     let rows = [&ce, &co, &se, &so].map(|r| r.0.as_ptr().cast::<f32>());
     let ahead = heads_ahead(4 * pairs);
     for h in 0..a.heads {
-        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), 4 * pairs);
+        prefetch_range(
+            s,
+            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
+            4 * pairs,
+        );
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract); each block
         // covers elements i .. i + 2 lanes of both halves, i + 2 lanes <= blocks <= pairs,
         // and row entries i / 2 .. i / 2 + lanes < blocks / 2, all initialised.
@@ -655,7 +663,11 @@ unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
     let bytes = rotary_dim * core::mem::size_of::<T>();
     let ahead = heads_ahead(bytes);
     for h in 0..a.heads {
-        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), bytes);
+        prefetch_range(
+            s,
+            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
+            bytes,
+        );
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         let mut j = 0;
@@ -702,7 +714,11 @@ unsafe fn interleaved_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'
     let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
     let ahead = heads_ahead(4 * pairs);
     for h in 0..a.heads {
-        prefetch_range(s, a.src.wrapping_add((h + ahead) * a.src_head_stride).cast(), 4 * pairs);
+        prefetch_range(
+            s,
+            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
+            4 * pairs,
+        );
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         let mut i = 0;
