@@ -142,18 +142,80 @@ pub(crate) fn fill_row_libm(
 }
 
 /// A precomputed cos/sin cache for positions `0..max_positions` (needs `alloc`).
+///
+/// Each of the two arrays starts on a 64-byte boundary (a cache line; one AVX-512 vector),
+/// so with `rotary_dim / 2` a multiple of 16 every row is aligned and the kernels' row loads
+/// never straddle two lines.
 #[cfg(feature = "alloc")]
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct RopeCache {
-    cos: alloc::vec::Vec<f32>,
-    sin: alloc::vec::Vec<f32>,
+    cos: Aligned,
+    sin: Aligned,
     pairs: usize,
+}
+
+/// `len` f32 starting at a 64-byte boundary inside an over-allocated `Vec`.
+#[cfg(feature = "alloc")]
+#[derive(Debug)]
+struct Aligned {
+    buf: alloc::vec::Vec<f32>,
+    at: usize,
+    len: usize,
+}
+
+#[cfg(feature = "alloc")]
+impl Aligned {
+    /// f32 per 64-byte line.
+    const LINE: usize = 16;
+
+    /// `len` zeros on a 64-byte boundary; `None` if the size overflows.
+    fn zeroed(len: usize) -> Option<Self> {
+        let n = len.checked_add(Self::LINE - 1)?;
+        n.checked_mul(core::mem::size_of::<f32>()).filter(|&b| b <= isize::MAX as usize)?;
+        let buf = alloc::vec![0.0f32; n];
+        // f32 addresses are multiples of 4, so some index below LINE is on a 64-byte line.
+        let at = buf.as_ptr().align_offset(64).min(Self::LINE - 1);
+        Some(Aligned { buf, at, len })
+    }
+
+    fn get(&self) -> &[f32] {
+        &self.buf[self.at..self.at + self.len]
+    }
+
+    fn get_mut(&mut self) -> &mut [f32] {
+        &mut self.buf[self.at..self.at + self.len]
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Clone for Aligned {
+    /// A copy with its own 64-byte alignment (a plain `Vec` clone could move the boundary).
+    fn clone(&self) -> Self {
+        let mut c = Aligned::zeroed(self.len).expect("the original's size did not overflow");
+        c.get_mut().copy_from_slice(self.get());
+        c
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Clone for RopeCache {
+    fn clone(&self) -> Self {
+        RopeCache { cos: self.cos.clone(), sin: self.sin.clone(), pairs: self.pairs }
+    }
 }
 
 #[cfg(feature = "alloc")]
 impl RopeCache {
-    pub(crate) fn from_parts(cos: alloc::vec::Vec<f32>, sin: alloc::vec::Vec<f32>, pairs: usize) -> Self {
-        RopeCache { cos, sin, pairs }
+    /// A zeroed cache of `rows` rows of `pairs` (`pairs >= 1`); `None` if the size
+    /// overflows.
+    pub(crate) fn zeroed(rows: usize, pairs: usize) -> Option<Self> {
+        let n = rows.checked_mul(pairs)?;
+        Some(RopeCache { cos: Aligned::zeroed(n)?, sin: Aligned::zeroed(n)?, pairs })
+    }
+
+    /// Both arrays, to fill.
+    pub(crate) fn arrays_mut(&mut self) -> (&mut [f32], &mut [f32]) {
+        (self.cos.get_mut(), self.sin.get_mut())
     }
 
     /// The cache as a borrowed table, to pass as [`CosSin::Table`](crate::CosSin::Table).
@@ -168,11 +230,39 @@ impl RopeCache {
     /// # Ok::<(), rope_kernels::RopeError>(())
     /// ```
     pub fn table(&self) -> CosSinTable<'_> {
-        CosSinTable { cos: &self.cos, sin: &self.sin, pairs: self.pairs }
+        CosSinTable { cos: self.cos.get(), sin: self.sin.get(), pairs: self.pairs }
     }
 
     /// Number of positions cached.
     pub fn rows(&self) -> usize {
-        self.cos.len() / self.pairs
+        self.cos.len / self.pairs
+    }
+}
+
+#[cfg(all(test, feature = "alloc"))]
+mod tests {
+    use crate::{Rope, RopeConfig};
+
+    /// Rows of 64 pairs start on 64-byte lines (where the allocator allows it: Miri may
+    /// refuse `align_offset`), and a clone is equal and aligned on its own.
+    #[test]
+    fn cache_rows_are_line_aligned_and_clones_equal() {
+        let cache = Rope::new(RopeConfig::new(128, 10_000.0)).unwrap().build_cache(9).unwrap();
+        let copy = cache.clone();
+        for c in [&cache, &copy] {
+            let t = c.table();
+            assert_eq!(t.rows(), 9);
+            for p in 0..9 {
+                let (cos, sin) = t.row(p).unwrap();
+                if !cfg!(miri) {
+                    assert_eq!(cos.as_ptr() as usize % 64, 0);
+                    assert_eq!(sin.as_ptr() as usize % 64, 0);
+                }
+                assert_eq!((cos, sin), cache.table().row(p).unwrap());
+            }
+        }
+        // Position 3, pair 1: sin(3 * 10000^(-2/128)), within the generator's 3e-8.
+        let want = libm::sin(3.0 * libm::pow(10_000.0, -2.0 / 128.0));
+        assert!((f64::from(cache.table().row(3).unwrap().1[1]) - want).abs() < 6e-8);
     }
 }

@@ -324,14 +324,10 @@ impl Rope {
         if u64::try_from(max_positions).map_or(true, |m| m > 1 << 32) {
             return Err(RopeError::PositionOverflow);
         }
-        let n = max_positions
-            .checked_mul(pairs)
-            .filter(|n| n.checked_mul(core::mem::size_of::<f32>()).is_some_and(|b| b <= isize::MAX as usize))
-            .ok_or(RopeError::PositionOverflow)?;
-        let mut cos = alloc::vec![0.0f32; n];
-        let mut sin = alloc::vec![0.0f32; n];
-        self.fill_table(0, &mut cos, &mut sin)?;
-        Ok(crate::RopeCache::from_parts(cos, sin, pairs))
+        let mut cache = crate::RopeCache::zeroed(max_positions, pairs).ok_or(RopeError::PositionOverflow)?;
+        let (cos, sin) = cache.arrays_mut();
+        self.fill_table(0, cos, sin)?;
+        Ok(cache)
     }
 
     /// Rotates one tensor in place.

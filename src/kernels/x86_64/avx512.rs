@@ -4,8 +4,8 @@
 //! Only AVX-512F instructions are used (no BW/DQ/VL), and only ones Miri can interpret
 //! (generic SIMD: loads, arithmetic, in-lane permutes, 128-bit block shuffles, integer
 //! compares into mask registers, blends), except the f16 conversions noted in the module
-//! docs of [`x86_64`](super). NaN lanes are found with an integer compare on the bits
-//! (`|bits| > 0x7F80_0000`) rather than `vcmpps`, which Miri does not interpret.
+//! docs of [`x86_64`](super) and the NaN check `vcmpps` (`Avx512::unordered`): under Miri
+//! those take an equivalent path Miri can interpret.
 
 use core::arch::x86_64::*;
 
@@ -31,6 +31,27 @@ impl Avx512 {
             let bits = _mm512_castps_si512(v);
             let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
             _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb)
+        }
+    }
+
+    /// The lanes where `a` or `b` is NaN. Natively one `vcmpps` (`_CMP_UNORD_Q`) for both
+    /// vectors, which keeps the NaN check of every store off the critical FP ports; under
+    /// Miri, which does not interpret `vcmpps`, the same mask from an integer compare on
+    /// the bits (`|bits| > 0x7F80_0000`).
+    #[inline(always)]
+    fn unordered(self, a: __m512, b: __m512) -> __mmask16 {
+        #[cfg(not(miri))]
+        // SAFETY: the token proves AVX-512F.
+        unsafe {
+            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, b)
+        }
+        #[cfg(miri)]
+        // SAFETY: the token proves AVX-512F.
+        unsafe {
+            let (abs, inf) = (_mm512_set1_epi32(0x7FFF_FFFF), _mm512_set1_epi32(0x7F80_0000));
+            let na = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(a), abs), inf);
+            let nb = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(b), abs), inf);
+            na | nb
         }
     }
 
@@ -140,22 +161,14 @@ impl Simd for Avx512 {
     }
     #[inline(always)]
     fn any_nan(self, a: __m512, b: __m512) -> bool {
-        // SAFETY: the token proves AVX-512F.
-        unsafe {
-            let (abs, inf) = (_mm512_set1_epi32(0x7FFF_FFFF), _mm512_set1_epi32(0x7F80_0000));
-            let na = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(a), abs), inf);
-            let nb = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_castps_si512(b), abs), inf);
-            (na | nb) != 0
-        }
+        self.unordered(a, b) != 0
     }
     #[inline(always)]
     fn canonicalize_nan(self, v: __m512) -> __m512 {
         // SAFETY: the token proves AVX-512F.
         unsafe {
-            let abs = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7FFF_FFFF));
-            let nan = _mm512_cmpgt_epi32_mask(abs, _mm512_set1_epi32(0x7F80_0000));
             _mm512_mask_blend_ps(
-                nan,
+                self.unordered(v, v),
                 v,
                 _mm512_castsi512_ps(_mm512_set1_epi32(crate::CANONICAL_NAN_F32 as i32)),
             )
