@@ -71,9 +71,11 @@ pub enum SinusoidalLayout {
 ///
 /// (Earlier versions rounded `sin`/`cos` from `libm` of the f64-rounded angle: correctly
 /// rounded for that angle, but its rounding, up to `2^-53 * angle`, is `5e-7` rad near
-/// position `2^32`; this one is more accurate at large positions and about 10 times
-/// faster. Frequencies above `2^95`, which only a base below `2^-95` produces, still take
-/// that path.) tensor2tensor and fairseq form the angle in f32, which loses the phase at
+/// position `2^32`; this one is more accurate at large positions and faster: the
+/// 512 x 4096 f32 add of `cargo bench --bench encodings` went from 10.9 ms to 2.2 ms on
+/// the AVX-512 tier, 2.7 ms on AVX2 and 4.6 ms on the scalar one, on the development
+/// machine. Frequencies above `2^95`, which only a base below `2^-95` produces, still
+/// take that path.) tensor2tensor and fairseq form the angle in f32, which loses the phase at
 /// large positions; XLM/DistilBERT divide by `10000^(2i/dim)` in f64 instead of
 /// multiplying by its inverse, an angle an f64 rounding (about `2^-52 * angle`) away.
 ///
