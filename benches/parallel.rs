@@ -61,13 +61,23 @@ fn group<T: Element>(c: &mut Criterion, dtype: &str, value: T) {
                 });
             })
         });
-        // A factor that keeps values bounded over many iterations (alternating 2, 1/2 would
-        // need state; 1 - 2^-10 decays slowly and never reaches subnormals in a run).
-        let factor = 1.0 - 1.0 / 1024.0;
+        // Alternating `c` and `1 / c` keeps the values put however many calls run.
         let mut y = vec![value; n];
-        g.bench_function("roofline", |b| b.iter(|| scale(black_box(&mut y), factor)));
+        let mut flip = false;
+        let mut factor = move || {
+            flip = !flip;
+            if flip {
+                0.75
+            } else {
+                1.0 / 0.75
+            }
+        };
+        g.bench_function("roofline", |b| b.iter(|| scale(black_box(&mut y), factor())));
         g.bench_function("roofline_rayon", |b| {
-            b.iter(|| black_box(&mut y).par_chunks_mut(16 * 1024).for_each(|c| scale(c, factor)))
+            b.iter(|| {
+                let c = factor();
+                black_box(&mut y).par_chunks_mut(16 * 1024).for_each(|ch| scale(ch, c))
+            })
         });
         g.finish();
     }
