@@ -18,7 +18,7 @@ use rope_kernels::{
 };
 
 /// How a prepared call is driven.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Drive {
     /// `PreparedCall::run`.
     Run,
@@ -56,36 +56,38 @@ fn split_run<T: rope_kernels::Element>(chunk: rope_kernels::TokenChunk<'_, T>) {
     });
 }
 
-fn drive<T: rope_kernels::Element>(mut call: PreparedCall<'_, T>, how: Drive) {
+/// Runs `call` the way `how` says, checking the chunks it hands out; `name` names the case
+/// in every message.
+fn drive<T: rope_kernels::Element>(mut call: PreparedCall<'_, T>, how: Drive, name: &str) {
     let total = call.tokens();
     match how {
         Drive::Run => call.run(),
         Drive::PartsReversed(n) => {
             let chunks: Vec<_> = call.parts(n).collect();
-            assert_eq!(chunks.len(), n.min(total));
+            assert_eq!(chunks.len(), n.min(total), "{name}: number of parts");
             // Consecutive, covering every token once, sizes within one of each other.
             let mut next = 0;
             for c in &chunks {
-                assert_eq!(c.range().start, next);
+                assert_eq!(c.range().start, next, "{name}: parts not consecutive");
                 next = c.range().end;
             }
-            assert_eq!(next, total);
+            assert_eq!(next, total, "{name}: parts do not cover the call");
             if let (Some(min), Some(max)) =
                 (chunks.iter().map(|c| c.len()).min(), chunks.iter().map(|c| c.len()).max())
             {
-                assert!(max - min <= 1, "uneven parts {min}..{max}");
+                assert!(max - min <= 1, "{name}: uneven parts {min}..{max}");
             }
             for c in chunks.into_iter().rev() {
                 c.run();
             }
-            assert_eq!(call.pending(), 0);
+            assert_eq!(call.pending(), 0, "{name}: tokens pending after every part ran");
         }
         Drive::ChunksThreads(m) => {
             let chunks = call.chunks(m);
-            assert_eq!(chunks.len(), total.div_ceil(m));
+            assert_eq!(chunks.len(), total.div_ceil(m), "{name}: number of chunks");
             std::thread::scope(|s| {
                 for c in chunks {
-                    assert!(c.len() <= m);
+                    assert!(c.len() <= m, "{name}: chunk longer than {m}");
                     s.spawn(move || c.run());
                 }
             });
@@ -95,7 +97,7 @@ fn drive<T: rope_kernels::Element>(mut call: PreparedCall<'_, T>, how: Drive) {
             if let Some(first) = call.parts(3).next() {
                 first.run();
             }
-            assert_eq!(call.pending(), total - total.div_ceil(3));
+            assert_eq!(call.pending(), total - total.div_ceil(3), "{name}: pending after the first part");
             call.run();
         }
     }
@@ -120,6 +122,99 @@ fn assert_bits<T: rope_kernels::Element>(a: &[T], b: &[T], what: &str) {
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
         assert_eq!(x.to_bits_u32(), y.to_bits_u32(), "{what}: element {i} differs");
+    }
+}
+
+/// Where a qk call writes: q and k in place, or q_out and k_out (`*_into`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    InPlace,
+    Into,
+}
+
+/// How a qk call is made: `apply_qk*` (the reference every other way is compared with),
+/// `prepare_qk*` driven one way, `prepare_qk*` dropped without running, or (rayon)
+/// `par_apply_qk*`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Via {
+    Apply,
+    Prepared(Drive),
+    Unrun,
+    #[cfg(feature = "rayon")]
+    Par,
+}
+
+impl Via {
+    /// The ways a random case driven `how` compares with `Apply`.
+    fn compared(how: Drive) -> Vec<Via> {
+        [
+            Via::Prepared(how),
+            #[cfg(feature = "rayon")]
+            Via::Par,
+        ]
+        .to_vec()
+    }
+}
+
+/// The parallel way of the error test: `par_apply_qk*` with rayon, otherwise a prepared
+/// call run whole.
+#[cfg(feature = "rayon")]
+const PARALLEL: Via = Via::Par;
+#[cfg(not(feature = "rayon"))]
+const PARALLEL: Via = Via::Prepared(Drive::Run);
+
+/// The views of one qk call: q and k, and (out of place) q_out and k_out. k and k_out are
+/// used only when both are present.
+#[derive(Clone, Copy, Debug)]
+struct Views {
+    q: View,
+    k: Option<View>,
+    q_out: View,
+    k_out: Option<View>,
+}
+
+/// The buffers of one qk call: q, k, q_out, k_out (the last two unused in place).
+type Bufs<T> = (Vec<T>, Vec<T>, Vec<T>, Vec<T>);
+
+/// Makes one qk call `via` a way, in `mode`, on copies of `bufs`; returns its result and
+/// the two buffers the mode writes (q and k in place, q_out and k_out out of place).
+/// `name` names the case in the messages of [`drive`].
+fn call_qk<T: rope_kernels::Element>(
+    rope: &Rope,
+    mode: Mode,
+    via: Via,
+    v: &Views,
+    bufs: &Bufs<T>,
+    opts: &Apply<'_>,
+    name: &str,
+) -> (Result<(), RopeError>, Vec<T>, Vec<T>) {
+    let (mut q, mut k, mut qo, mut ko) = bufs.clone();
+    let r = match mode {
+        Mode::InPlace => {
+            let (qm, km) = (HeadsMut::new(&mut q, v.q), v.k.map(|kv| HeadsMut::new(&mut k, kv)));
+            match via {
+                Via::Apply => rope.apply_qk(qm, km, opts),
+                Via::Prepared(how) => rope.prepare_qk(qm, km, opts).map(|c| drive(c, how, name)),
+                Via::Unrun => rope.prepare_qk(qm, km, opts).map(drop),
+                #[cfg(feature = "rayon")]
+                Via::Par => rope.par_apply_qk(qm, km, opts),
+            }
+        }
+        Mode::Into => {
+            let (qi, qom) = (Heads::new(&q, v.q), HeadsMut::new(&mut qo, v.q_out));
+            let kp = v.k.zip(v.k_out).map(|(kv, kov)| (Heads::new(&k, kv), HeadsMut::new(&mut ko, kov)));
+            match via {
+                Via::Apply => rope.apply_qk_into(qi, qom, kp, opts),
+                Via::Prepared(how) => rope.prepare_qk_into(qi, qom, kp, opts).map(|c| drive(c, how, name)),
+                Via::Unrun => rope.prepare_qk_into(qi, qom, kp, opts).map(drop),
+                #[cfg(feature = "rayon")]
+                Via::Par => rope.par_apply_qk_into(qi, qom, kp, opts),
+            }
+        }
+    };
+    match mode {
+        Mode::InPlace => (r, q, k),
+        Mode::Into => (r, qo, ko),
     }
 }
 
@@ -196,133 +291,83 @@ impl Case {
         o
     }
 
-    fn hd(&self) -> usize {
-        self.rope.config().head_dim
+    fn views(&self) -> Views {
+        let hd = self.rope.config().head_dim;
+        let q = |i: usize| view(self.views[i], self.tokens, self.q_heads, hd);
+        let k = |i: usize| self.k_heads.map(|h| view(self.views[i], self.tokens, h, hd));
+        Views { q: q(0), k: k(1), q_out: q(2), k_out: k(3) }
     }
 
-    fn qv(&self, i: usize) -> View {
-        view(self.views[i], self.tokens, self.q_heads, self.hd())
+    /// Random buffers for `mode`: q and k, then (out of place) q_out and k_out.
+    fn buffers<T: TestElem>(&self, rng: &mut StdRng, mode: Mode) -> Bufs<T> {
+        let (v, hd) = (self.views(), self.rope.config().head_dim);
+        let mut draw = |view: Option<View>| view.map_or(vec![], |v| buffer(rng, v, hd));
+        let (q, k) = (draw(Some(v.q)), draw(v.k));
+        let (qo, ko) = match mode {
+            Mode::InPlace => (vec![], vec![]),
+            Mode::Into => (draw(Some(v.q_out)), draw(v.k_out)),
+        };
+        (q, k, qo, ko)
     }
 
-    fn kv(&self, i: usize) -> Option<View> {
-        self.k_heads.map(|h| view(self.views[i], self.tokens, h, self.hd()))
-    }
-
-    /// In place: the prepared call driven `how` against `apply_qk`.
-    fn check_in_place<T: TestElem>(&self, rng: &mut StdRng, how: Drive) {
-        let (qv, kv) = (self.qv(0), self.kv(1));
-        let q0: Vec<T> = buffer(rng, qv, self.hd());
-        let k0: Vec<T> = kv.map_or(vec![], |kv| buffer(rng, kv, self.hd()));
-        let opts = self.opts();
-        let (mut q1, mut k1) = (q0.clone(), k0.clone());
-        self.rope
-            .apply_qk(HeadsMut::new(&mut q1, qv), kv.map(|kv| HeadsMut::new(&mut k1, kv)), &opts)
-            .unwrap();
-        let (mut q2, mut k2) = (q0.clone(), k0.clone());
-        let call = self
-            .rope
-            .prepare_qk(HeadsMut::new(&mut q2, qv), kv.map(|kv| HeadsMut::new(&mut k2, kv)), &opts)
-            .unwrap();
-        drive(call, how);
-        assert_bits(&q1, &q2, &format!("{} q {how:?}", T::NAME));
-        assert_bits(&k1, &k2, &format!("{} k {how:?}", T::NAME));
-        #[cfg(feature = "rayon")]
-        {
-            let (mut q3, mut k3) = (q0, k0);
-            self.rope
-                .par_apply_qk(HeadsMut::new(&mut q3, qv), kv.map(|kv| HeadsMut::new(&mut k3, kv)), &opts)
-                .unwrap();
-            assert_bits(&q1, &q3, &format!("{} q par", T::NAME));
-            assert_bits(&k1, &k3, &format!("{} k par", T::NAME));
-        }
-    }
-
-    /// Out of place: the prepared call driven `how` against `apply_qk_into`.
-    fn check_into<T: TestElem>(&self, rng: &mut StdRng, how: Drive) {
-        let (qv, kv, qov, kov) = (self.qv(0), self.kv(1), self.qv(2), self.kv(3));
-        let hd = self.hd();
-        let q: Vec<T> = buffer(rng, qv, hd);
-        let k: Vec<T> = kv.map_or(vec![], |kv| buffer(rng, kv, hd));
-        let qo0: Vec<T> = buffer(rng, qov, hd);
-        let ko0: Vec<T> = kov.map_or(vec![], |v| buffer(rng, v, hd));
-        let opts = self.opts();
-        let (mut qo1, mut ko1) = (qo0.clone(), ko0.clone());
-        self.rope
-            .apply_qk_into(
-                Heads::new(&q, qv),
-                HeadsMut::new(&mut qo1, qov),
-                k_pair(&k, kv, &mut ko1, kov),
-                &opts,
-            )
-            .unwrap();
-        let (mut qo2, mut ko2) = (qo0.clone(), ko0.clone());
-        let call = self
-            .rope
-            .prepare_qk_into(
-                Heads::new(&q, qv),
-                HeadsMut::new(&mut qo2, qov),
-                k_pair(&k, kv, &mut ko2, kov),
-                &opts,
-            )
-            .unwrap();
-        drive(call, how);
-        assert_bits(&qo1, &qo2, &format!("{} q_out {how:?}", T::NAME));
-        assert_bits(&ko1, &ko2, &format!("{} k_out {how:?}", T::NAME));
-        #[cfg(feature = "rayon")]
-        {
-            let (mut qo3, mut ko3) = (qo0, ko0);
-            self.rope
-                .par_apply_qk_into(
-                    Heads::new(&q, qv),
-                    HeadsMut::new(&mut qo3, qov),
-                    k_pair(&k, kv, &mut ko3, kov),
-                    &opts,
-                )
-                .unwrap();
-            assert_bits(&qo1, &qo3, &format!("{} q_out par", T::NAME));
-            assert_bits(&ko1, &ko3, &format!("{} k_out par", T::NAME));
+    /// In place and out of place: the prepared call driven `how` and (rayon) the parallel
+    /// call give the bits of `apply_qk*`. `name` names the case in every message.
+    fn check<T: TestElem>(&self, rng: &mut StdRng, how: Drive, name: &str) {
+        let (v, opts) = (self.views(), self.opts());
+        for mode in [Mode::InPlace, Mode::Into] {
+            let bufs = self.buffers::<T>(rng, mode);
+            let (r, q1, k1) = call_qk(&self.rope, mode, Via::Apply, &v, &bufs, &opts, name);
+            assert_eq!(r, Ok(()), "{name}: {mode:?} via apply");
+            for via in Via::compared(how) {
+                let (r, q2, k2) = call_qk(&self.rope, mode, via, &v, &bufs, &opts, name);
+                assert_eq!(r, Ok(()), "{name}: {mode:?} via {via:?}");
+                assert_bits(&q1, &q2, &format!("{name}: {mode:?} via {via:?}, q"));
+                assert_bits(&k1, &k2, &format!("{name}: {mode:?} via {via:?}, k"));
+            }
         }
     }
 }
 
-fn k_pair<'b, T>(
-    k: &'b [T],
-    kv: Option<View>,
-    ko: &'b mut [T],
-    kov: Option<View>,
-) -> Option<(Heads<'b, T>, HeadsMut<'b, T>)> {
-    kv.zip(kov).map(|(kv, kov)| (Heads::new(k, kv), HeadsMut::new(ko, kov)))
+impl core::fmt::Display for Case {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:?}, {} tokens, ", self.rope.config(), self.tokens)?;
+        write!(f, "heads {} / {:?}, views {:?}, ", self.q_heads, self.k_heads, self.views)?;
+        if self.use_ids {
+            write!(f, "ids {:?}", self.positions)?;
+        } else {
+            write!(f, "start {}", self.start)?;
+        }
+        write!(f, ", table {}, inverse {}", self.table.is_some(), self.inverse)
+    }
 }
 
+/// 120 random cases from `seed`, each checked with the next way of [`DRIVES`].
 fn random_cases<T: TestElem>(seed: u64, dynamic: bool) {
     let mut rng = rng(seed);
     for i in 0..120 {
         let case = Case::random(&mut rng, dynamic);
         let how = DRIVES[i % DRIVES.len()];
-        case.check_in_place::<T>(&mut rng, how);
-        case.check_into::<T>(&mut rng, how);
+        case.check::<T>(&mut rng, how, &format!("{} seed {seed} case {i} ({how:?}): {case}", T::NAME));
     }
 }
 
-#[test]
-fn chunked_equals_single_f32() {
-    random_cases::<f32>(1, false);
-}
+/// One run of random cases: the instance of `random_cases` (the element type), the seed,
+/// and whether the configurations use dynamic NTK.
+type RandomRun = (fn(u64, bool), u64, bool);
+
+const RANDOM_RUNS: [RandomRun; 5] = [
+    (random_cases::<f32>, 1, false),
+    (random_cases::<f16>, 2, false),
+    (random_cases::<bf16>, 3, false),
+    (random_cases::<f32>, 4, true),
+    (random_cases::<bf16>, 5, true),
+];
 
 #[test]
-fn chunked_equals_single_f16() {
-    random_cases::<f16>(2, false);
-}
-
-#[test]
-fn chunked_equals_single_bf16() {
-    random_cases::<bf16>(3, false);
-}
-
-#[test]
-fn chunked_equals_single_dynamic_ntk() {
-    random_cases::<f32>(4, true);
-    random_cases::<bf16>(5, true);
+fn chunked_equals_single() {
+    for (run, seed, dynamic) in RANDOM_RUNS {
+        run(seed, dynamic);
+    }
 }
 
 /// Dynamic NTK takes its frequencies from the call's largest position: a chunk whose own
@@ -371,9 +416,10 @@ fn empty_calls() {
                 &Apply::start(7),
             )
             .unwrap();
-        assert_eq!(call.tokens(), 0);
-        assert_eq!(call.parts(4).count(), 0);
-        assert!(call.whole().is_empty());
+        let case = format!("{tokens} tokens, {qh} q heads, {kh} k heads");
+        assert_eq!(call.tokens(), 0, "{case}");
+        assert_eq!(call.parts(4).count(), 0, "{case}");
+        assert!(call.whole().is_empty(), "{case}");
         call.run();
         #[cfg(feature = "rayon")]
         rope.par_apply_qk(
@@ -418,9 +464,7 @@ fn degenerate_chunk_arguments() {
 // Errors: each bad call gives the same error from apply, prepare and par_apply, and none
 // writes anything.
 
-type Bufs = (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>);
-
-fn bufs() -> Bufs {
+fn bufs() -> Bufs<f32> {
     let mut r = rng(11);
     (random_vec(&mut r, 200), random_vec(&mut r, 100), random_vec(&mut r, 200), random_vec(&mut r, 100))
 }
@@ -491,99 +535,24 @@ fn errors_identical_and_nothing_written() {
             opts = opts.with_table(CosSinTable::new(&cos[..n], &sin[..n], b.table_pairs).unwrap());
         }
         let orig = bufs();
-
-        // In place.
-        let run = |how: u8| {
-            let (mut q, mut k, _, _) = orig.clone();
-            let (qm, km) = (HeadsMut::new(&mut q, b.qv), b.kv.map(|kv| HeadsMut::new(&mut k, kv)));
-            let r = match how {
-                0 => rope.apply_qk(qm, km, &opts),
-                1 => rope.prepare_qk(qm, km, &opts).map(drop),
-                _ => par_qk(&rope, qm, km, &opts),
-            };
-            (r, q, k)
-        };
-        let (r0, q0, k0) = run(0);
-        for how in 1..3 {
-            let (r, q, k) = run(how);
-            assert_eq!(r, r0, "case {i}, in place, drive {how}");
-            if r.is_err() || how == 1 {
+        let v = Views { q: b.qv, k: b.kv, q_out: b.qov, k_out: b.kov };
+        for (mode, untouched) in [(Mode::InPlace, (&orig.0, &orig.1)), (Mode::Into, (&orig.2, &orig.3))] {
+            let (r0, q0, k0) = call_qk(&rope, mode, Via::Apply, &v, &orig, &opts, &format!("case {i}"));
+            for via in [Via::Unrun, PARALLEL] {
+                let what = format!("case {i}, {mode:?}, via {via:?}");
+                let (r, q, k) = call_qk(&rope, mode, via, &v, &orig, &opts, &what);
+                assert_eq!(r, r0, "{what}");
                 // Errors write nothing; a prepared call that is never run writes nothing.
-                assert_bits(&q, &orig.0, "q untouched");
-                assert_bits(&k, &orig.1, "k untouched");
-            } else {
-                assert_bits(&q, &q0, "q as apply");
-                assert_bits(&k, &k0, "k as apply");
+                let (want_q, want_k) = if r.is_err() || via == Via::Unrun { untouched } else { (&q0, &k0) };
+                assert_bits(&q, want_q, &format!("{what}, q"));
+                assert_bits(&k, want_k, &format!("{what}, k"));
             }
-        }
-        seen_err += usize::from(r0.is_err());
-
-        // Out of place.
-        let run_into = |how: u8| {
-            let (q, k, mut qo, mut ko) = orig.clone();
-            let qi = Heads::new(&q, b.qv);
-            let qom = HeadsMut::new(&mut qo, b.qov);
-            let kp = b.kv.zip(b.kov).map(|(kv, kov)| (Heads::new(&k, kv), HeadsMut::new(&mut ko, kov)));
-            let r = match how {
-                0 => rope.apply_qk_into(qi, qom, kp, &opts),
-                1 => rope.prepare_qk_into(qi, qom, kp, &opts).map(drop),
-                _ => par_qk_into(&rope, qi, qom, kp, &opts),
-            };
-            (r, qo, ko)
-        };
-        let (r0, _, _) = run_into(0);
-        for how in 1..3 {
-            let (r, qo, ko) = run_into(how);
-            assert_eq!(r, r0, "case {i}, out of place, drive {how}");
-            if r.is_err() {
-                assert_bits(&qo, &orig.2, "q_out untouched");
-                assert_bits(&ko, &orig.3, "k_out untouched");
+            if mode == Mode::InPlace {
+                seen_err += usize::from(r0.is_err());
             }
         }
     }
     assert!(seen_err >= 10, "the fixture must produce errors ({seen_err})");
-}
-
-#[cfg(feature = "rayon")]
-fn par_qk(
-    rope: &Rope,
-    q: HeadsMut<'_, f32>,
-    k: Option<HeadsMut<'_, f32>>,
-    o: &Apply<'_>,
-) -> Result<(), RopeError> {
-    rope.par_apply_qk(q, k, o)
-}
-
-#[cfg(not(feature = "rayon"))]
-fn par_qk(
-    rope: &Rope,
-    q: HeadsMut<'_, f32>,
-    k: Option<HeadsMut<'_, f32>>,
-    o: &Apply<'_>,
-) -> Result<(), RopeError> {
-    rope.prepare_qk(q, k, o).map(PreparedCall::run)
-}
-
-#[cfg(feature = "rayon")]
-fn par_qk_into(
-    rope: &Rope,
-    q: Heads<'_, f32>,
-    qo: HeadsMut<'_, f32>,
-    k: Option<(Heads<'_, f32>, HeadsMut<'_, f32>)>,
-    o: &Apply<'_>,
-) -> Result<(), RopeError> {
-    rope.par_apply_qk_into(q, qo, k, o)
-}
-
-#[cfg(not(feature = "rayon"))]
-fn par_qk_into(
-    rope: &Rope,
-    q: Heads<'_, f32>,
-    qo: HeadsMut<'_, f32>,
-    k: Option<(Heads<'_, f32>, HeadsMut<'_, f32>)>,
-    o: &Apply<'_>,
-) -> Result<(), RopeError> {
-    rope.prepare_qk_into(q, qo, k, o).map(PreparedCall::run)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -606,9 +575,13 @@ fn par_large<T: TestElem>(seed: u64) {
         let ids: Vec<u32> = (0..tokens).map(|_| rng.random_range(0..4096)).collect();
         let q0: Vec<T> = buffer(&mut rng, qv, hd);
         let k0: Vec<T> = buffer(&mut rng, kv, hd);
-        for opts in
-            [Apply::start(3000), Apply::ids(&ids).with_table(cache.table()), Apply::ids(&ids).inverse()]
-        {
+        let options = [
+            ("start 3000", Apply::start(3000)),
+            ("ids, cache table", Apply::ids(&ids).with_table(cache.table())),
+            ("ids, inverse", Apply::ids(&ids).inverse()),
+        ];
+        for (what, opts) in options {
+            let name = format!("{} seed {seed} {layout:?} {what}", T::NAME);
             let (mut q1, mut k1) = (q0.clone(), k0.clone());
             rope.apply_qk(HeadsMut::new(&mut q1, qv), Some(HeadsMut::new(&mut k1, kv)), &opts).unwrap();
             for threads in [1, 2, 3, 8] {
@@ -618,8 +591,8 @@ fn par_large<T: TestElem>(seed: u64) {
                     rope.par_apply_qk(HeadsMut::new(&mut q2, qv), Some(HeadsMut::new(&mut k2, kv)), &opts)
                 })
                 .unwrap();
-                assert_bits(&q1, &q2, &format!("{} par q, {threads} threads", T::NAME));
-                assert_bits(&k1, &k2, &format!("{} par k, {threads} threads", T::NAME));
+                assert_bits(&q1, &q2, &format!("{name}: par q, {threads} threads"));
+                assert_bits(&k1, &k2, &format!("{name}: par k, {threads} threads"));
                 // Out of place, q only, into BSHD.
                 let mut o1 = vec![T::default(); tokens * 6 * hd];
                 let mut o2 = o1.clone();
@@ -627,34 +600,29 @@ fn par_large<T: TestElem>(seed: u64) {
                 rope.apply_into(Heads::new(&q0, qv), HeadsMut::new(&mut o1, ov), &opts).unwrap();
                 pool.install(|| rope.par_apply_into(Heads::new(&q0, qv), HeadsMut::new(&mut o2, ov), &opts))
                     .unwrap();
-                assert_bits(&o1, &o2, &format!("{} par into, {threads} threads", T::NAME));
+                assert_bits(&o1, &o2, &format!("{name}: par into, {threads} threads"));
                 // One tensor in place.
                 let mut x2 = q0.clone();
                 pool.install(|| rope.par_apply(HeadsMut::new(&mut x2, qv), &opts)).unwrap();
                 let mut x1 = q0.clone();
                 rope.apply(HeadsMut::new(&mut x1, qv), &opts).unwrap();
-                assert_bits(&x1, &x2, &format!("{} par apply, {threads} threads", T::NAME));
+                assert_bits(&x1, &x2, &format!("{name}: par apply, {threads} threads"));
             }
         }
     }
 }
 
+/// The runs of `par_large`: the element type (the instance) and the seed.
 #[cfg(feature = "rayon")]
-#[test]
-fn par_large_f32() {
-    par_large::<f32>(21);
-}
+const PAR_LARGE_RUNS: [(fn(u64), u64); 3] =
+    [(par_large::<f32>, 21), (par_large::<f16>, 22), (par_large::<bf16>, 23)];
 
 #[cfg(feature = "rayon")]
 #[test]
-fn par_large_f16() {
-    par_large::<f16>(22);
-}
-
-#[cfg(feature = "rayon")]
-#[test]
-fn par_large_bf16() {
-    par_large::<bf16>(23);
+fn par_large_equals_single() {
+    for (run, seed) in PAR_LARGE_RUNS {
+        run(seed);
+    }
 }
 
 /// Dynamic NTK with rayon on a call that is split: frequencies of the whole call.

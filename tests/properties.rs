@@ -96,24 +96,103 @@ fn positions(rng: &mut StdRng, n: usize, limit: u32) -> Vec<u32> {
     (0..n).map(|_| random_position(rng) % limit.max(1)).collect()
 }
 
-/// Rotates `x` (`positions.len()` tokens of `heads` heads, BSHD) on `tier`; also checks the
-/// bits against the scalar tier.
-fn rotate<T: Element>(rope: &Rope, tier: Tier, x: &[T], heads: usize, pos: &[u32], inverse: bool) -> Vec<T> {
-    let view = View::bshd(pos.len(), heads, rope.config().head_dim);
+// ---------------------------------------------------------------------------------------
+// The trial driver: every property runs on random configurations, per tier.
+
+/// Draws the configuration of one trial.
+type Draw = fn(&mut StdRng) -> RopeConfig;
+
+/// Any valid configuration, every scaling method included.
+fn scaled_config(rng: &mut StdRng) -> RopeConfig {
+    random_config(rng, true)
+}
+
+/// One case of a property: the element type, the seed of its generator, the tier, the trial
+/// number on that tier and the configuration. `Display` names it in every assertion message.
+struct Trial {
+    ty: &'static str,
+    seed: u64,
+    tier: Tier,
+    n: usize,
+    cfg: RopeConfig,
+    rope: Rope,
+}
+
+impl core::fmt::Display for Trial {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let Trial { ty, seed, tier, n, cfg, .. } = self;
+        write!(f, "{ty} seed {seed:#x} tier {tier} trial {n} {cfg:?}")
+    }
+}
+
+/// Runs `check` on `count` trials per available tier, each on a configuration drawn by
+/// `draw`, all from one generator seeded with `seed` (so the trials and their inputs are
+/// fixed). `check` draws the rest of its inputs from the same generator and returns whether
+/// the trial counts: `false` skips it (its configuration does not have the property), and
+/// another one is drawn.
+fn for_each_trial<T: TestElem>(
+    seed: u64,
+    count: usize,
+    draw: Draw,
+    mut check: impl FnMut(&mut StdRng, &Trial) -> bool,
+) {
+    let mut rng = rng(seed);
+    for tier in tiers() {
+        let mut n = 0;
+        while n < count {
+            let cfg = draw(&mut rng);
+            let rope = Rope::new(cfg.clone()).unwrap();
+            let trial = Trial { ty: T::NAME, seed, tier, n, cfg, rope };
+            if check(&mut rng, &trial) {
+                n += 1;
+            }
+        }
+    }
+}
+
+/// Rotates `x` (`positions.len()` tokens of `heads` heads, BSHD) with the trial's `Rope` on
+/// its tier; also checks the bits against the scalar tier.
+fn rotate<T: Element>(t: &Trial, x: &[T], heads: usize, pos: &[u32], inverse: bool) -> Vec<T> {
+    let view = View::bshd(pos.len(), heads, t.cfg.head_dim);
     let mut opts = Apply::ids(pos);
     if inverse {
         opts = opts.inverse();
     }
-    let run = |t: Tier| {
+    let run = |tier: Tier| {
         let mut y = x.to_vec();
-        rope.clone().with_tier(t).unwrap().apply(HeadsMut::new(&mut y, view), &opts).unwrap();
+        t.rope.clone().with_tier(tier).unwrap().apply(HeadsMut::new(&mut y, view), &opts).unwrap();
         y
     };
-    let y = run(tier);
-    if tier != Tier::Scalar {
-        assert_eq!(bits(&y), bits(&run(Tier::Scalar)), "tier {tier} differs from scalar");
+    let y = run(t.tier);
+    if t.tier != Tier::Scalar {
+        assert_eq!(bits(&y), bits(&run(Tier::Scalar)), "{t}: differs from the scalar tier");
     }
     y
+}
+
+/// The property tests: one `#[test]` each, running its check on each element type listed,
+/// with that type's seed. A macro because the checks are generic over the element type.
+macro_rules! property_tests {
+    ($($test:ident => $check:ident [$($ty:ty: $seed:expr),+ $(,)?];)+) => {
+        $(
+            #[test]
+            fn $test() {
+                $($check::<$ty>($seed);)+
+            }
+        )+
+    };
+}
+
+property_tests! {
+    norm_scaled_by_attention_factor => check_norm[f32: 0x7001, f16: 0x7002, bf16: 0x7003];
+    inverse_undoes_forward => check_inverse[f32: 0x7011, f16: 0x7012, bf16: 0x7013];
+    composition_adds_positions => check_composition[f32: 0x7021, f16: 0x7022, bf16: 0x7023];
+    relative_position_invariance => check_relative[f32: 0x7031, f16: 0x7032, bf16: 0x7033];
+    half_split_equals_interleaved_under_the_pair_permutation =>
+        check_layouts[f32: 0x7041, f16: 0x7042, bf16: 0x7043];
+    half_types_are_the_f32_result_rounded_once => check_rounded_once[f16: 0x7051, bf16: 0x7052];
+    nan_in_one_pair_leaves_every_other_pair_exact =>
+        check_nan_isolated[f32: 0x7061, f16: 0x7062, bf16: 0x7063];
 }
 
 /// Per-element bound on `|kernel - af R x|` for each rotated element of a head, without
@@ -148,87 +227,52 @@ fn row<T: Copy>(v: &[T], hd: usize, r: usize) -> &[T] {
 /// the rotated dimensions (pairs are rotated as a whole, so their norm is the norm of the
 /// first `rotary_dim` elements in either layout); pass-through dimensions bit for bit.
 fn check_norm<T: TestElem>(seed: u64) {
-    let mut rng = rng(seed);
-    for tier in tiers() {
-        for _ in 0..24 {
-            let cfg = random_config(&mut rng, true);
-            let rope = Rope::new(cfg.clone()).unwrap();
-            let hd = cfg.head_dim;
-            let n = 6;
-            let p = positions(&mut rng, n, u32::MAX);
-            let x: Vec<T> = random_vec(&mut rng, n * hd);
-            let inverse = rng.random();
-            let y = rotate(&rope, tier, &x, 1, &p, inverse);
-            let a = af(&rope, *p.iter().max().unwrap());
-            let rd = cfg.rotary_dim;
-            for r in 0..n {
-                let (xr, yr) = (row(&x, hd, r), row(&y, hd, r));
-                // The rotated part scales by the attention factor; the rest is copied.
-                let (xn, yn) = (norm(&to_f64(&xr[..rd])), norm(&to_f64(&yr[..rd])));
-                assert_eq!(bits(&yr[rd..]), bits(&xr[rd..]), "pass-through");
-                let tol = norm(&bounds(&cfg, a, xr)) + 1e-12 * a * xn;
-                assert!(
-                    (yn - a * xn).abs() <= tol,
-                    "{} {tier} {cfg:?} p={}: |{yn} - {a} * {xn}| > {tol:e}",
-                    T::NAME,
-                    p[r]
-                );
-            }
+    for_each_trial::<T>(seed, 24, scaled_config, |rng, t| {
+        let (hd, rd) = (t.cfg.head_dim, t.cfg.rotary_dim);
+        let n = 6;
+        let p = positions(rng, n, u32::MAX);
+        let x: Vec<T> = random_vec(rng, n * hd);
+        let inverse = rng.random();
+        let y = rotate(t, &x, 1, &p, inverse);
+        let a = af(&t.rope, *p.iter().max().unwrap());
+        for r in 0..n {
+            let (xr, yr) = (row(&x, hd, r), row(&y, hd, r));
+            // The rotated part scales by the attention factor; the rest is copied.
+            let (xn, yn) = (norm(&to_f64(&xr[..rd])), norm(&to_f64(&yr[..rd])));
+            assert_eq!(bits(&yr[rd..]), bits(&xr[rd..]), "{t} p={}: pass-through", p[r]);
+            let tol = norm(&bounds(&t.cfg, a, xr)) + 1e-12 * a * xn;
+            assert!((yn - a * xn).abs() <= tol, "{t} p={}: |{yn} - {a} * {xn}| > {tol:e}", p[r]);
         }
-    }
-}
-
-#[test]
-fn norm_scaled_by_attention_factor() {
-    check_norm::<f32>(0x7001);
-    check_norm::<f16>(0x7002);
-    check_norm::<bf16>(0x7003);
+        true
+    });
 }
 
 /// `R_p^T (R_p x) = x` for attention factor 1 (dynamic NTK and LongRoPE included: both
 /// calls have the same positions, so the same frequencies): `||z - x|| <= ||b1|| + ||b2||`.
+/// Configurations whose attention factor is not 1 are skipped.
 fn check_inverse<T: TestElem>(seed: u64) {
-    let mut rng = rng(seed);
-    for tier in tiers() {
-        let mut done = 0;
-        while done < 24 {
-            let cfg = random_config(&mut rng, true);
-            let rope = Rope::new(cfg.clone()).unwrap();
-            let hd = cfg.head_dim;
-            let n = 6;
-            let p = positions(&mut rng, n, u32::MAX);
-            if af(&rope, *p.iter().max().unwrap()) != 1.0 {
-                continue;
-            }
-            done += 1;
-            let x: Vec<T> = random_vec(&mut rng, n * hd);
-            let y = rotate(&rope, tier, &x, 1, &p, false);
-            let z = rotate(&rope, tier, &y, 1, &p, true);
-            for r in 0..n {
-                let (xr, yr, zr) = (row(&x, hd, r), row(&y, hd, r), row(&z, hd, r));
-                let diff: Vec<f64> = to_f64(zr).iter().zip(to_f64(xr)).map(|(a, b)| a - b).collect();
-                let tol =
-                    norm(&bounds(&cfg, 1.0, xr)) + norm(&bounds(&cfg, 1.0, yr)) + 1e-13 * norm(&to_f64(xr));
-                assert!(
-                    norm(&diff) <= tol,
-                    "{} {tier} {cfg:?} p={}: {} > {tol:e}",
-                    T::NAME,
-                    p[r],
-                    norm(&diff)
-                );
-                for d in cfg.rotary_dim..hd {
-                    assert_eq!(zr[d].to_bits_u32(), xr[d].to_bits_u32(), "pass-through");
-                }
+    for_each_trial::<T>(seed, 24, scaled_config, |rng, t| {
+        let hd = t.cfg.head_dim;
+        let n = 6;
+        let p = positions(rng, n, u32::MAX);
+        if af(&t.rope, *p.iter().max().unwrap()) != 1.0 {
+            return false;
+        }
+        let x: Vec<T> = random_vec(rng, n * hd);
+        let y = rotate(t, &x, 1, &p, false);
+        let z = rotate(t, &y, 1, &p, true);
+        for r in 0..n {
+            let (xr, yr, zr) = (row(&x, hd, r), row(&y, hd, r), row(&z, hd, r));
+            let diff: Vec<f64> = to_f64(zr).iter().zip(to_f64(xr)).map(|(a, b)| a - b).collect();
+            let tol =
+                norm(&bounds(&t.cfg, 1.0, xr)) + norm(&bounds(&t.cfg, 1.0, yr)) + 1e-13 * norm(&to_f64(xr));
+            assert!(norm(&diff) <= tol, "{t} p={}: {} > {tol:e}", p[r], norm(&diff));
+            for d in t.cfg.rotary_dim..hd {
+                assert_eq!(zr[d].to_bits_u32(), xr[d].to_bits_u32(), "{t} p={}: pass-through", p[r]);
             }
         }
-    }
-}
-
-#[test]
-fn inverse_undoes_forward() {
-    check_inverse::<f32>(0x7011);
-    check_inverse::<f16>(0x7012);
-    check_inverse::<bf16>(0x7013);
+        true
+    });
 }
 
 /// Configurations where `R_a R_b = R_{a+b}` and `<R_m q, R_n k> = <R_{m-n} q, k>` hold:
@@ -248,94 +292,59 @@ fn angle_slack(rope: &Rope, position: f64) -> f64 {
 /// `R_a (R_b x) = R_{a+b} x`: `||y2 - z|| <= ||b1|| + ||b2|| + ||b3||` plus the angle
 /// rounding and `1e-13 ||x||`.
 fn check_composition<T: TestElem>(seed: u64) {
-    let mut rng = rng(seed);
-    for tier in tiers() {
-        for _ in 0..24 {
-            let cfg = group_config(&mut rng);
-            let rope = Rope::new(cfg.clone()).unwrap();
-            let hd = cfg.head_dim;
-            let n = 6;
-            let a = positions(&mut rng, n, 1 << 24);
-            let b = positions(&mut rng, n, 1 << 24);
-            let ab: Vec<u32> = a.iter().zip(&b).map(|(a, b)| a + b).collect();
-            let x: Vec<T> = random_vec(&mut rng, n * hd);
-            let inverse = rng.random();
-            let y1 = rotate(&rope, tier, &x, 1, &b, inverse);
-            let y2 = rotate(&rope, tier, &y1, 1, &a, inverse);
-            let z = rotate(&rope, tier, &x, 1, &ab, inverse);
-            for r in 0..n {
-                let diff: Vec<f64> =
-                    to_f64(row(&y2, hd, r)).iter().zip(to_f64(row(&z, hd, r))).map(|(p, q)| p - q).collect();
-                let xn = norm(&to_f64(row(&x, hd, r)));
-                let tol = norm(&bounds(&cfg, 1.0, row(&x, hd, r)))
-                    + norm(&bounds(&cfg, 1.0, row(&y1, hd, r)))
-                    + norm(&bounds(&cfg, 1.0, row(&x, hd, r)))
-                    + (angle_slack(&rope, f64::from(ab[r])) + 1e-13) * xn;
-                assert!(
-                    norm(&diff) <= tol,
-                    "{} {tier} {cfg:?} a={} b={}: {} > {tol:e}",
-                    T::NAME,
-                    a[r],
-                    b[r],
-                    norm(&diff)
-                );
-            }
+    for_each_trial::<T>(seed, 24, group_config, |rng, t| {
+        let hd = t.cfg.head_dim;
+        let n = 6;
+        let a = positions(rng, n, 1 << 24);
+        let b = positions(rng, n, 1 << 24);
+        let ab: Vec<u32> = a.iter().zip(&b).map(|(a, b)| a + b).collect();
+        let x: Vec<T> = random_vec(rng, n * hd);
+        let inverse = rng.random();
+        let y1 = rotate(t, &x, 1, &b, inverse);
+        let y2 = rotate(t, &y1, 1, &a, inverse);
+        let z = rotate(t, &x, 1, &ab, inverse);
+        for r in 0..n {
+            let diff: Vec<f64> =
+                to_f64(row(&y2, hd, r)).iter().zip(to_f64(row(&z, hd, r))).map(|(p, q)| p - q).collect();
+            let xn = norm(&to_f64(row(&x, hd, r)));
+            let tol = norm(&bounds(&t.cfg, 1.0, row(&x, hd, r)))
+                + norm(&bounds(&t.cfg, 1.0, row(&y1, hd, r)))
+                + norm(&bounds(&t.cfg, 1.0, row(&x, hd, r)))
+                + (angle_slack(&t.rope, f64::from(ab[r])) + 1e-13) * xn;
+            assert!(norm(&diff) <= tol, "{t} a={} b={}: {} > {tol:e}", a[r], b[r], norm(&diff));
         }
-    }
-}
-
-#[test]
-fn composition_adds_positions() {
-    check_composition::<f32>(0x7021);
-    check_composition::<f16>(0x7022);
-    check_composition::<bf16>(0x7023);
+        true
+    });
 }
 
 /// `<R_m q, R_n k> = <R_{m-n} q, k>` (RoFormer eq. 16), several heads per token; the
 /// tolerance as in `tests/rotation.rs` (`check_relative`) with the angle-free bounds.
 fn check_relative<T: TestElem>(seed: u64) {
-    let mut rng = rng(seed);
-    for tier in tiers() {
-        for _ in 0..24 {
-            let cfg = group_config(&mut rng);
-            let rope = Rope::new(cfg.clone()).unwrap();
-            let hd = cfg.head_dim;
-            let n = 6;
-            let m = positions(&mut rng, n, 1 << 24);
-            let k_pos = positions(&mut rng, n, 1 << 24);
-            let q: Vec<T> = random_vec(&mut rng, n * hd);
-            let k: Vec<T> = random_vec(&mut rng, n * hd);
-            let yq = rotate(&rope, tier, &q, 1, &m, false);
-            let yk = rotate(&rope, tier, &k, 1, &k_pos, false);
-            for r in 0..n {
-                let (d, inverse) = (m[r].abs_diff(k_pos[r]), m[r] < k_pos[r]);
-                let z = rotate(&rope, tier, row(&q, hd, r), 1, &[d], inverse);
-                let (qr, kr) = (row(&q, hd, r), row(&k, hd, r));
-                let (qn, kn) = (norm(&to_f64(qr)), norm(&to_f64(kr)));
-                let lhs = dot(&to_f64(row(&yq, hd, r)), &to_f64(row(&yk, hd, r)));
-                let rhs = dot(&to_f64(&z), &to_f64(kr));
-                // The bound of R_{m-n} q is that of R_m q: it does not depend on the angle.
-                let (eq, ek) = (norm(&bounds(&cfg, 1.0, qr)), norm(&bounds(&cfg, 1.0, kr)));
-                let ez = eq;
-                let delta = angle_slack(&rope, f64::from(m[r]) + f64::from(k_pos[r]));
-                let tol = eq * kn + qn * ek + eq * ek + ez * kn + (delta + 1e-13) * qn * kn;
-                assert!(
-                    (lhs - rhs).abs() <= tol,
-                    "{} {tier} {cfg:?} m={} n={}: |{lhs} - {rhs}| > {tol:e}",
-                    T::NAME,
-                    m[r],
-                    k_pos[r]
-                );
-            }
+    for_each_trial::<T>(seed, 24, group_config, |rng, t| {
+        let hd = t.cfg.head_dim;
+        let n = 6;
+        let m = positions(rng, n, 1 << 24);
+        let k_pos = positions(rng, n, 1 << 24);
+        let q: Vec<T> = random_vec(rng, n * hd);
+        let k: Vec<T> = random_vec(rng, n * hd);
+        let yq = rotate(t, &q, 1, &m, false);
+        let yk = rotate(t, &k, 1, &k_pos, false);
+        for r in 0..n {
+            let (d, inverse) = (m[r].abs_diff(k_pos[r]), m[r] < k_pos[r]);
+            let z = rotate(t, row(&q, hd, r), 1, &[d], inverse);
+            let (qr, kr) = (row(&q, hd, r), row(&k, hd, r));
+            let (qn, kn) = (norm(&to_f64(qr)), norm(&to_f64(kr)));
+            let lhs = dot(&to_f64(row(&yq, hd, r)), &to_f64(row(&yk, hd, r)));
+            let rhs = dot(&to_f64(&z), &to_f64(kr));
+            // The bound of R_{m-n} q is that of R_m q: it does not depend on the angle.
+            let (eq, ek) = (norm(&bounds(&t.cfg, 1.0, qr)), norm(&bounds(&t.cfg, 1.0, kr)));
+            let ez = eq;
+            let delta = angle_slack(&t.rope, f64::from(m[r]) + f64::from(k_pos[r]));
+            let tol = eq * kn + qn * ek + eq * ek + ez * kn + (delta + 1e-13) * qn * kn;
+            assert!((lhs - rhs).abs() <= tol, "{t} m={} n={}: |{lhs} - {rhs}| > {tol:e}", m[r], k_pos[r]);
         }
-    }
-}
-
-#[test]
-fn relative_position_invariance() {
-    check_relative::<f32>(0x7031);
-    check_relative::<f16>(0x7032);
-    check_relative::<bf16>(0x7033);
+        true
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -367,172 +376,133 @@ fn to_half_split<T: Copy>(h: &[T], rotary_dim: usize) -> Vec<T> {
 /// every tier, in place and out of place, on the fly and from a table, special values
 /// included.
 fn check_layouts<T: TestElem>(seed: u64) {
-    let mut rng = rng(seed);
     let nans = nan_payloads::<T>();
-    for tier in tiers() {
-        for _ in 0..32 {
-            let cfg = random_config(&mut rng, true);
-            let (hd, rd) = (cfg.head_dim, cfg.rotary_dim);
-            let hs = Rope::new(cfg.clone().with_layout(Layout::HalfSplit)).unwrap().with_tier(tier).unwrap();
-            let il =
-                Rope::new(cfg.clone().with_layout(Layout::Interleaved)).unwrap().with_tier(tier).unwrap();
-            let (tokens, heads) = (rng.random_range(1..5usize), rng.random_range(1..4usize));
-            let limit = if rng.random() { u32::MAX } else { 64 };
-            let p = positions(&mut rng, tokens, limit);
-            let mut x: Vec<T> = random_vec(&mut rng, tokens * heads * hd);
-            for _ in 0..3 {
-                let i = rng.random_range(0..x.len());
-                x[i] = nans[rng.random_range(0..nans.len())];
-            }
-            let xi: Vec<T> = x.chunks(hd).flat_map(|h| to_interleaved(h, rd)).collect();
-            let view = View::bshd(tokens, heads, hd);
-            let max = *p.iter().max().unwrap();
-            let use_table = max < 64 && rng.random();
-            let rows = if use_table { max as usize + 1 } else { 1 };
-            let (mut cos, mut sin) = (vec![0.0f32; rows * rd / 2], vec![0.0f32; rows * rd / 2]);
-            if use_table {
-                hs.fill_table(0, &mut cos, &mut sin).unwrap();
-            }
-            let table = CosSinTable::new(&cos, &sin, rd / 2).unwrap();
-            let inverse: bool = rng.random();
-            let mut opts = Apply::ids(&p);
-            if use_table {
-                opts = opts.with_table(table);
-            }
-            if inverse {
-                opts = opts.inverse();
-            }
-            let out_of_place: bool = rng.random();
-            let run = |rope: &Rope, x: &[T]| -> Vec<T> {
-                if out_of_place {
-                    let mut out = vec![T::default(); x.len()];
-                    rope.apply_into(Heads::new(x, view), HeadsMut::new(&mut out, view), &opts).unwrap();
-                    out
-                } else {
-                    let mut y = x.to_vec();
-                    rope.apply(HeadsMut::new(&mut y, view), &opts).unwrap();
-                    y
-                }
-            };
-            let y_hs = run(&hs, &x);
-            let y_il: Vec<T> = run(&il, &xi).chunks(hd).flat_map(|h| to_half_split(h, rd)).collect();
-            assert_eq!(bits(&y_il), bits(&y_hs), "{} {tier} {cfg:?} positions {p:?}", T::NAME);
+    for_each_trial::<T>(seed, 32, scaled_config, |rng, t| {
+        let (cfg, tier) = (&t.cfg, t.tier);
+        let (hd, rd) = (cfg.head_dim, cfg.rotary_dim);
+        let hs = Rope::new(cfg.clone().with_layout(Layout::HalfSplit)).unwrap().with_tier(tier).unwrap();
+        let il = Rope::new(cfg.clone().with_layout(Layout::Interleaved)).unwrap().with_tier(tier).unwrap();
+        let (tokens, heads) = (rng.random_range(1..5usize), rng.random_range(1..4usize));
+        let limit = if rng.random() { u32::MAX } else { 64 };
+        let p = positions(rng, tokens, limit);
+        let mut x: Vec<T> = random_vec(rng, tokens * heads * hd);
+        for _ in 0..3 {
+            let i = rng.random_range(0..x.len());
+            x[i] = nans[rng.random_range(0..nans.len())];
         }
-    }
-}
-
-#[test]
-fn half_split_equals_interleaved_under_the_pair_permutation() {
-    check_layouts::<f32>(0x7041);
-    check_layouts::<f16>(0x7042);
-    check_layouts::<bf16>(0x7043);
+        let xi: Vec<T> = x.chunks(hd).flat_map(|h| to_interleaved(h, rd)).collect();
+        let view = View::bshd(tokens, heads, hd);
+        let max = *p.iter().max().unwrap();
+        let use_table = max < 64 && rng.random();
+        let rows = if use_table { max as usize + 1 } else { 1 };
+        let (mut cos, mut sin) = (vec![0.0f32; rows * rd / 2], vec![0.0f32; rows * rd / 2]);
+        if use_table {
+            hs.fill_table(0, &mut cos, &mut sin).unwrap();
+        }
+        let table = CosSinTable::new(&cos, &sin, rd / 2).unwrap();
+        let inverse: bool = rng.random();
+        let mut opts = Apply::ids(&p);
+        if use_table {
+            opts = opts.with_table(table);
+        }
+        if inverse {
+            opts = opts.inverse();
+        }
+        let out_of_place: bool = rng.random();
+        let run = |rope: &Rope, x: &[T]| -> Vec<T> {
+            if out_of_place {
+                let mut out = vec![T::default(); x.len()];
+                rope.apply_into(Heads::new(x, view), HeadsMut::new(&mut out, view), &opts).unwrap();
+                out
+            } else {
+                let mut y = x.to_vec();
+                rope.apply(HeadsMut::new(&mut y, view), &opts).unwrap();
+                y
+            }
+        };
+        let y_hs = run(&hs, &x);
+        let y_il: Vec<T> = run(&il, &xi).chunks(hd).flat_map(|h| to_half_split(h, rd)).collect();
+        assert_eq!(
+            bits(&y_il),
+            bits(&y_hs),
+            "{t} positions {p:?} table {use_table} inverse {inverse} out of place {out_of_place}"
+        );
+        true
+    });
 }
 
 /// Each f16/bf16 output is the f32 output of the widened input rounded once (the crate's
 /// f32 path, rounded here with the `half` crate), on every tier, special values included.
 fn check_rounded_once<T: TestElem>(seed: u64) {
-    let mut rng = rng(seed);
     let nans = nan_payloads::<T>();
-    for tier in tiers() {
-        for _ in 0..32 {
-            let cfg = random_config(&mut rng, true);
-            let rope = Rope::new(cfg.clone()).unwrap();
-            let hd = cfg.head_dim;
-            let (tokens, heads) = (rng.random_range(1..5usize), rng.random_range(1..4usize));
-            let p = positions(&mut rng, tokens, u32::MAX);
-            let mut x: Vec<T> = random_vec(&mut rng, tokens * heads * hd);
-            for v in x.iter_mut() {
-                match rng.random_range(0..16) {
-                    0 => *v = nans[rng.random_range(0..nans.len())],
-                    1 => *v = from_bits::<T>(rng.random_range(0..8)), // zero and subnormals
-                    2 => *v = T::from_f32(f32::INFINITY),
-                    _ => {}
-                }
-            }
-            let x32: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
-            let inverse = rng.random();
-            let y = rotate(&rope, tier, &x, heads, &p, inverse);
-            let y32 = rotate(&rope, tier, &x32, heads, &p, inverse);
-            let want: Vec<u32> = y32.iter().map(|v| round_bits::<T>(*v)).collect();
-            for (i, (g, w)) in bits(&y).iter().zip(&want).enumerate() {
-                if i % hd < cfg.rotary_dim {
-                    assert_eq!(
-                        g,
-                        w,
-                        "{} {tier} {cfg:?} element {i}: {g:#x} vs f32 {} rounded {w:#x}",
-                        T::NAME,
-                        y32[i]
-                    );
-                } else {
-                    assert_eq!(*g, x[i].to_bits_u32(), "pass-through");
-                }
+    for_each_trial::<T>(seed, 32, scaled_config, |rng, t| {
+        let hd = t.cfg.head_dim;
+        let (tokens, heads) = (rng.random_range(1..5usize), rng.random_range(1..4usize));
+        let p = positions(rng, tokens, u32::MAX);
+        let mut x: Vec<T> = random_vec(rng, tokens * heads * hd);
+        for v in x.iter_mut() {
+            match rng.random_range(0..16) {
+                0 => *v = nans[rng.random_range(0..nans.len())],
+                1 => *v = from_bits::<T>(rng.random_range(0..8)), // zero and subnormals
+                2 => *v = T::from_f32(f32::INFINITY),
+                _ => {}
             }
         }
-    }
-}
-
-#[test]
-fn half_types_are_the_f32_result_rounded_once() {
-    check_rounded_once::<f16>(0x7051);
-    check_rounded_once::<bf16>(0x7052);
+        let x32: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+        let inverse = rng.random();
+        let y = rotate(t, &x, heads, &p, inverse);
+        let y32 = rotate(t, &x32, heads, &p, inverse);
+        let want: Vec<u32> = y32.iter().map(|v| round_bits::<T>(*v)).collect();
+        for (i, (g, w)) in bits(&y).iter().zip(&want).enumerate() {
+            if i % hd < t.cfg.rotary_dim {
+                assert_eq!(g, w, "{t} element {i}: {g:#x} vs f32 {} rounded {w:#x}", y32[i]);
+            } else {
+                assert_eq!(*g, x[i].to_bits_u32(), "{t} element {i}: pass-through");
+            }
+        }
+        true
+    });
 }
 
 /// A NaN or infinity in one element leaves every element outside its pair (in every head
 /// and token of the call) bit-identical to the run with a finite value there; a NaN makes
 /// both members of its pair the canonical NaN.
 fn check_nan_isolated<T: TestElem>(seed: u64) {
-    let mut rng = rng(seed);
     let nans = nan_payloads::<T>();
-    for tier in tiers() {
-        for _ in 0..32 {
-            let cfg = random_config(&mut rng, true);
-            let rope = Rope::new(cfg.clone()).unwrap();
-            let (hd, rd) = (cfg.head_dim, cfg.rotary_dim);
-            let (tokens, heads) = (rng.random_range(1..4usize), rng.random_range(1..4usize));
-            let p = positions(&mut rng, tokens, u32::MAX);
-            let clean: Vec<T> = random_vec(&mut rng, tokens * heads * hd);
-            let (t, h) = (rng.random_range(0..tokens), rng.random_range(0..heads));
-            let pair = rng.random_range(0..rd / 2);
-            let (a, b) = pairs(cfg.layout, rd)[pair];
-            let member = if rng.random() { a } else { b };
-            let is_nan = rng.random_range(0..3) != 0;
-            let bad =
-                if is_nan { nans[rng.random_range(0..nans.len())] } else { T::from_f32(f32::NEG_INFINITY) };
-            let base = (t * heads + h) * hd;
-            let mut dirty = clean.clone();
-            dirty[base + member] = bad;
-            let inverse = rng.random();
-            let yc = rotate(&rope, tier, &clean, heads, &p, inverse);
-            let yd = rotate(&rope, tier, &dirty, heads, &p, inverse);
-            for i in 0..yc.len() {
-                if i == base + a || i == base + b {
-                    if is_nan {
-                        assert_eq!(
-                            yd[i].to_bits_u32(),
-                            round_bits::<T>(f32::NAN),
-                            "{} {tier}: pair not NaN",
-                            T::NAME
-                        );
-                    }
-                    continue;
+    for_each_trial::<T>(seed, 32, scaled_config, |rng, t| {
+        let (hd, rd) = (t.cfg.head_dim, t.cfg.rotary_dim);
+        let (tokens, heads) = (rng.random_range(1..4usize), rng.random_range(1..4usize));
+        let p = positions(rng, tokens, u32::MAX);
+        let clean: Vec<T> = random_vec(rng, tokens * heads * hd);
+        let (tk, h) = (rng.random_range(0..tokens), rng.random_range(0..heads));
+        let pair = rng.random_range(0..rd / 2);
+        let (a, b) = pairs(t.cfg.layout, rd)[pair];
+        let member = if rng.random() { a } else { b };
+        let is_nan = rng.random_range(0..3) != 0;
+        let bad = if is_nan { nans[rng.random_range(0..nans.len())] } else { T::from_f32(f32::NEG_INFINITY) };
+        let base = (tk * heads + h) * hd;
+        let mut dirty = clean.clone();
+        dirty[base + member] = bad;
+        let inverse = rng.random();
+        let yc = rotate(t, &clean, heads, &p, inverse);
+        let yd = rotate(t, &dirty, heads, &p, inverse);
+        for i in 0..yc.len() {
+            if i == base + a || i == base + b {
+                if is_nan {
+                    let nan = round_bits::<T>(f32::NAN);
+                    assert_eq!(yd[i].to_bits_u32(), nan, "{t}: element {i} of the NaN's pair not NaN");
                 }
-                assert_eq!(
-                    yd[i].to_bits_u32(),
-                    yc[i].to_bits_u32(),
-                    "{} {tier} {cfg:?}: element {i} changed by a bad value at {}",
-                    T::NAME,
-                    base + member
-                );
+                continue;
             }
+            assert_eq!(
+                yd[i].to_bits_u32(),
+                yc[i].to_bits_u32(),
+                "{t}: element {i} changed by a bad value at {}",
+                base + member
+            );
         }
-    }
-}
-
-#[test]
-fn nan_in_one_pair_leaves_every_other_pair_exact() {
-    check_nan_isolated::<f32>(0x7061);
-    check_nan_isolated::<f16>(0x7062);
-    check_nan_isolated::<bf16>(0x7063);
+        true
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -647,7 +617,7 @@ fn results_do_not_depend_on_call_history() {
     assert_eq!(before, history_call(&plain, &short), "L = 256: the original frequencies");
     let grown = history_call(&ropes[0], &long);
     assert_ne!(grown, history_call(&plain, &long), "L = 5001 > 256 must scale");
-    assert_eq!(history_call(&ropes[0], &short), before);
+    assert_eq!(history_call(&ropes[0], &short), before, "L = 256 again, after the long call");
 }
 
 /// The same histories on several threads at once (sharing the `Rope` objects), while

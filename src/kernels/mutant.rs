@@ -25,7 +25,7 @@ compile_error!(
 
 use half::{bf16, f16};
 
-use super::scalar::{pair_index, rotate_pair};
+use super::scalar::{self, pair_index, rotate_pair};
 use super::{Kernels, RotateArgs};
 use crate::dispatch::Tier;
 use crate::element::Element;
@@ -35,43 +35,41 @@ pub(crate) static KERNELS: Kernels = Kernels {
     rotate_f32: rotate::<f32>,
     rotate_f16: rotate::<f16>,
     rotate_bf16: rotate::<bf16>,
-    ..super::scalar::KERNELS
+    ..scalar::KERNELS
 };
 
-/// The scalar kernel with the tail bug described in the module docs.
+/// The scalar kernel with the tail bug described in the module docs: each head goes through
+/// the scalar rotate, then the tail pair of an inverse call with an odd pair count is
+/// overwritten with its forward rotation.
 ///
 /// # Safety
 /// The contract of [`RotateFn`](super::RotateFn).
 unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
     let pairs = a.cos.len();
-    let rotary_dim = 2 * pairs;
-    let in_place = core::ptr::eq(a.src, a.dst);
+    if !a.inverse || pairs.is_multiple_of(2) {
+        // SAFETY: the caller upholds the RotateFn contract for `a`; without a tail to
+        // break, the mutant is the scalar kernel.
+        unsafe { scalar::rotate(a) };
+        return;
+    }
+    let tail = pairs - 1;
+    let (i0, i1) = pair_index(a.layout, pairs, tail);
     for h in 0..a.heads {
         // SAFETY: the caller guarantees both heads are in bounds (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
-        for i in 0..pairs {
-            let tail = pairs % 2 == 1 && i == pairs - 1;
-            let (i0, i1) = pair_index(a.layout, pairs, i);
-            // SAFETY: i0, i1 < rotary_dim <= head_dim, inside this head's range.
-            let (x0, x1) = unsafe { ((*src.add(i0)).to_f32(), (*src.add(i1)).to_f32()) };
-            // The bug: the tail pair is always rotated forward.
-            let (y0, y1) = rotate_pair(x0, x1, a.cos[i], a.sin[i], a.inverse && !tail);
-            // SAFETY: as above, for the destination head; both inputs are already read.
-            unsafe {
-                *dst.add(i0) = T::from_f32(y0);
-                *dst.add(i1) = T::from_f32(y1);
-            }
-        }
-        if !in_place {
-            // SAFETY: rotary_dim..head_dim lies in both heads; out-of-place buffers do not
-            // overlap (contract).
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    src.add(rotary_dim),
-                    dst.add(rotary_dim),
-                    a.head_dim - rotary_dim,
-                );
-            }
+        // Read the tail pair before the scalar kernel can overwrite it (in place).
+        // SAFETY: i0, i1 < rotary_dim <= head_dim, inside this head's range.
+        let (x0, x1) = unsafe { ((*src.add(i0)).to_f32(), (*src.add(i1)).to_f32()) };
+        let head = RotateArgs { src, dst, heads: 1, ..*a };
+        // SAFETY: `head` is head `h` of `a`, which the caller guarantees to be in bounds and
+        // in place or non-overlapping (RotateFn contract); one head cannot overlap another.
+        unsafe { scalar::rotate(&head) };
+        // The bug: the tail pair is always rotated forward.
+        let (y0, y1) = rotate_pair(x0, x1, a.cos[tail], a.sin[tail], false);
+        // SAFETY: as above, for the destination head; the scalar kernel has returned.
+        unsafe {
+            *dst.add(i0) = T::from_f32(y0);
+            *dst.add(i1) = T::from_f32(y1);
         }
     }
 }

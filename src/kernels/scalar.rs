@@ -34,7 +34,7 @@ pub(crate) fn pair_index(layout: Layout, pairs: usize, i: usize) -> (usize, usiz
 
 /// # Safety
 /// The contract of [`RotateFn`](super::RotateFn).
-unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
+pub(super) unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
     let pairs = a.cos.len();
     let rotary_dim = 2 * pairs;
     let in_place = core::ptr::eq(a.src, a.dst);
