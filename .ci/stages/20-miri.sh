@@ -4,7 +4,8 @@
 # F16C enabled at compile time (adds the AVX2 tier), and with AVX-512F (adds the AVX-512
 # tier; see below for +avx512bw). Under Miri, CPU detection reports exactly the
 # compile-time target features, so each run can execute the tier it enables; the log line
-# "<tier>: N random ... cases bit-identical to scalar" shows that it did.
+# "<tier>: N random ... cases bit-identical to scalar" shows that it did. Then the C ABI's
+# unit tests once (see the end).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -47,3 +48,13 @@ run avx2 "-Ctarget-feature=+avx2,+fma,+f16c" "avx2"
 # i32x16 fall back to fields that do not exist then); the AVX-512 tier itself uses
 # AVX-512F instructions only, and requires only AVX-512F at run time.
 run avx512 "-Ctarget-feature=+avx512f,+avx512bw" "avx512"
+
+# The C ABI's unit tests (capi/src/tests.rs, capi/src/encodings/tests.rs): every exported
+# function turns C pointers and counts into slices, so Miri checks that boundary too
+# (Stacked Borrows, alignment, bounds, hostile input). Fewer random cases under cfg(miri)
+# (`tests::cases`); baseline flags only, the boundary code is the same for every tier.
+# About 20 s to build and 90 s to run on 2 cores.
+echo "=== miri: capi (RUSTFLAGS='')"
+start=$SECONDS
+RUSTFLAGS="" cargo +nightly miri test -p rope-kernels-capi --lib
+echo "=== miri: capi: $((SECONDS - start)) s"

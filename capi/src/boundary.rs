@@ -4,6 +4,8 @@
 use core::mem::{align_of, size_of};
 use core::ptr::NonNull;
 
+use rope_kernels::{bf16, f16, Element};
+
 use crate::status::*;
 
 /// The result of a boundary check.
@@ -137,6 +139,41 @@ impl<T> Buf<T> {
     pub(crate) unsafe fn slice_mut<'a>(self) -> &'a mut [T] {
         // SAFETY: as in `slice`, plus exclusive (the contract).
         unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// An element type and the C type of its buffers: `float` for `f32`, the `uint16_t` bit
+/// pattern for `f16` and `bf16`. The `_f32`, `_f16` and `_bf16` shims of an entry point take
+/// `T::C` pointers and hand them, with `T`, to one generic body, which checks them with
+/// [`Buf::from_c`].
+///
+/// # Safety
+/// `Self` and `C` have the same size and alignment, and every bit pattern of a `C` is a
+/// valid `Self`: `len` initialized `C`s may be read and written as `len` `Self`s.
+pub(crate) unsafe trait CElement: Element {
+    /// The C element type.
+    type C;
+}
+
+// SAFETY: the same type.
+unsafe impl CElement for f32 {
+    type C = f32;
+}
+
+// SAFETY: `half::f16` is `#[repr(transparent)]` over a `u16`, and every `u16` is an `f16`.
+unsafe impl CElement for f16 {
+    type C = u16;
+}
+
+// SAFETY: `half::bf16` is `#[repr(transparent)]` over a `u16`, and every `u16` is a `bf16`.
+unsafe impl CElement for bf16 {
+    type C = u16;
+}
+
+impl<T: CElement> Buf<T> {
+    /// [`Buf::new`] for a C buffer of `len` `T::C`s, seen as `T`s (see [`CElement`]).
+    pub(crate) fn from_c(p: *const T::C, len: usize) -> R<Self> {
+        Self::new(p.cast(), len)
     }
 }
 

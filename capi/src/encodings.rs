@@ -16,10 +16,10 @@ use rope_kernels::encodings::{
     t5_relative_position_bucket, AlibiForm, LearnedElement, LearnedPositions, RelativeGrid,
     RelativePositions, Sinusoidal, SinusoidalLayout,
 };
-use rope_kernels::{bf16, f16, Element, Positions};
+use rope_kernels::{bf16, f16, Positions};
 
 use crate::apply::{rope_position_mode, ROPE_POSITIONS_IDS, ROPE_POSITIONS_START};
-use crate::boundary::{disjoint, flag, guard, read, read_versioned, required, rust, Buf, R};
+use crate::boundary::{disjoint, flag, guard, read, read_versioned, required, rust, Buf, CElement, R};
 use crate::status::*;
 
 // ---------------------------------------------------------------- positions
@@ -62,10 +62,9 @@ unsafe fn positions<'a>(p: *const rope_positions) -> R<(Positions<'a>, (usize, u
 }
 
 /// The embeddings of an add: `tokens` rows, `row_stride` elements apart, in the buffer
-/// `(x, len)` (the C arguments, unchecked).
-#[derive(Clone, Copy)]
-struct Rows<T> {
-    x: *mut T,
+/// `(x, len)` of `T`s (the C arguments, unchecked).
+struct Rows<T: CElement> {
+    x: *mut T::C,
     len: usize,
     tokens: usize,
     row_stride: usize,
@@ -130,7 +129,7 @@ pub unsafe extern "C" fn rope_sinusoidal_fill_table_f32(
 ///
 /// # Safety
 /// The contract of the `rope_sinusoidal_add_*` functions.
-unsafe fn sinusoidal_add<T: Element>(
+unsafe fn sinusoidal_add<T: CElement>(
     dim: usize,
     layout: rope_sinusoidal_layout,
     base: f64,
@@ -139,7 +138,7 @@ unsafe fn sinusoidal_add<T: Element>(
 ) -> rope_status {
     guard(|| {
         let pe = sinusoidal(dim, layout, base)?;
-        let xb = Buf::new(x.x.cast_const(), x.len)?;
+        let xb = Buf::<T>::from_c(x.x.cast_const(), x.len)?;
         // SAFETY: the caller's contract (NULL or a readable struct, readable ids).
         let (positions, ids) = unsafe { self::positions(positions) }?;
         disjoint(&[xb.bytes()], &[ids])?;
@@ -199,16 +198,8 @@ pub unsafe extern "C" fn rope_sinusoidal_add_f16(
     row_stride: usize,
     positions: *const rope_positions,
 ) -> rope_status {
-    // SAFETY: the same contract; `f16` is a `u16` bit pattern with its alignment.
-    unsafe {
-        sinusoidal_add::<f16>(
-            dim,
-            layout,
-            base,
-            Rows { x: x.cast(), len: x_len, tokens, row_stride },
-            positions,
-        )
-    }
+    // SAFETY: the same contract.
+    unsafe { sinusoidal_add::<f16>(dim, layout, base, Rows { x, len: x_len, tokens, row_stride }, positions) }
 }
 
 /// `rope_sinusoidal_add_f32` for bfloat16 embeddings (`uint16_t` storage).
@@ -226,15 +217,9 @@ pub unsafe extern "C" fn rope_sinusoidal_add_bf16(
     row_stride: usize,
     positions: *const rope_positions,
 ) -> rope_status {
-    // SAFETY: the same contract; `bf16` is a `u16` bit pattern with its alignment.
+    // SAFETY: the same contract.
     unsafe {
-        sinusoidal_add::<bf16>(
-            dim,
-            layout,
-            base,
-            Rows { x: x.cast(), len: x_len, tokens, row_stride },
-            positions,
-        )
+        sinusoidal_add::<bf16>(dim, layout, base, Rows { x, len: x_len, tokens, row_stride }, positions)
     }
 }
 
@@ -244,16 +229,16 @@ pub unsafe extern "C" fn rope_sinusoidal_add_bf16(
 ///
 /// # Safety
 /// The contract of the `rope_learned_add_*` functions.
-unsafe fn learned_add<T: Element, P: LearnedElement<T>>(
-    table: *const P,
+unsafe fn learned_add<T: CElement, P: CElement + LearnedElement<T>>(
+    table: *const P::C,
     table_len: usize,
     dim: usize,
     x: Rows<T>,
     positions: *const rope_positions,
 ) -> rope_status {
     guard(|| {
-        let tb = Buf::new(table, table_len)?;
-        let xb = Buf::new(x.x.cast_const(), x.len)?;
+        let tb = Buf::<P>::from_c(table, table_len)?;
+        let xb = Buf::<T>::from_c(x.x.cast_const(), x.len)?;
         // SAFETY: the caller's contract (NULL or a readable struct, readable ids).
         let (positions, ids) = unsafe { self::positions(positions) }?;
         disjoint(&[xb.bytes()], &[tb.bytes(), ids])?;
@@ -319,15 +304,9 @@ pub unsafe extern "C" fn rope_learned_add_f16(
     row_stride: usize,
     positions: *const rope_positions,
 ) -> rope_status {
-    // SAFETY: the same contract; `f16` is a `u16` bit pattern with its alignment.
+    // SAFETY: the same contract.
     unsafe {
-        learned_add::<f16, f16>(
-            table.cast(),
-            table_len,
-            dim,
-            Rows { x: x.cast(), len: x_len, tokens, row_stride },
-            positions,
-        )
+        learned_add::<f16, f16>(table, table_len, dim, Rows { x, len: x_len, tokens, row_stride }, positions)
     }
 }
 
@@ -346,13 +325,13 @@ pub unsafe extern "C" fn rope_learned_add_bf16(
     row_stride: usize,
     positions: *const rope_positions,
 ) -> rope_status {
-    // SAFETY: the same contract; `bf16` is a `u16` bit pattern with its alignment.
+    // SAFETY: the same contract.
     unsafe {
         learned_add::<bf16, bf16>(
-            table.cast(),
+            table,
             table_len,
             dim,
-            Rows { x: x.cast(), len: x_len, tokens, row_stride },
+            Rows { x, len: x_len, tokens, row_stride },
             positions,
         )
     }
@@ -374,15 +353,9 @@ pub unsafe extern "C" fn rope_learned_add_f16_table_f32(
     row_stride: usize,
     positions: *const rope_positions,
 ) -> rope_status {
-    // SAFETY: the same contract; `f16` is a `u16` bit pattern with its alignment.
+    // SAFETY: the same contract.
     unsafe {
-        learned_add::<f16, f32>(
-            table,
-            table_len,
-            dim,
-            Rows { x: x.cast(), len: x_len, tokens, row_stride },
-            positions,
-        )
+        learned_add::<f16, f32>(table, table_len, dim, Rows { x, len: x_len, tokens, row_stride }, positions)
     }
 }
 
@@ -401,15 +374,9 @@ pub unsafe extern "C" fn rope_learned_add_bf16_table_f32(
     row_stride: usize,
     positions: *const rope_positions,
 ) -> rope_status {
-    // SAFETY: the same contract; `bf16` is a `u16` bit pattern with its alignment.
+    // SAFETY: the same contract.
     unsafe {
-        learned_add::<bf16, f32>(
-            table,
-            table_len,
-            dim,
-            Rows { x: x.cast(), len: x_len, tokens, row_stride },
-            positions,
-        )
+        learned_add::<bf16, f32>(table, table_len, dim, Rows { x, len: x_len, tokens, row_stride }, positions)
     }
 }
 

@@ -13,7 +13,7 @@ use rope_kernels::encodings::{
 };
 use rope_kernels::{bf16, f16, Element, Positions, RopeError};
 
-use crate::tests::{cstr, Rng};
+use crate::tests::{cases, cstr, Rng};
 use crate::*;
 
 fn status_of<T>(r: &Result<T, RopeError>) -> rope_status {
@@ -300,7 +300,7 @@ fn encodings_match_the_rust_api_on_random_calls() {
     let mut rng = Rng(0xE4C0_D105_0000_0008);
     // Statuses seen per function family: each must have succeeded and failed.
     let mut seen = [[false; 80]; 4];
-    for i in 0..2400 {
+    for i in 0..cases(2400, 90) {
         let (family, s) = match i % 6 {
             0 => (0, sinusoidal_case::<f32, f32>(&mut rng, |v| v, rope_sinusoidal_add_f32)),
             1 => (0, sinusoidal_case::<f16, u16>(&mut rng, f16::from_f32, rope_sinusoidal_add_f16)),
@@ -358,15 +358,22 @@ fn issue_8_reference_values_through_the_abi() {
     let mut s8 = [0.0f32; 8];
     // SAFETY: a buffer of 8 floats.
     assert_eq!(unsafe { rope_alibi_slopes(s8.as_mut_ptr(), 8) }, ROPE_OK);
-    assert_eq!(s8, core::array::from_fn(|h| 2f32.powi(-(h as i32) - 1)));
+    // 2^-1 .. 2^-8, written out: Miri gives `powi` a random error of a few ulp.
+    assert_eq!(s8, [0.5, 0.25, 0.125, 0.0625, 0.031_25, 0.015_625, 0.007_812_5, 0.003_906_25]);
 }
 
 // ---------------------------------------------------------------- hostile input
 
-/// A pointer into `buf` for `T` and an element count that never claims more than the
-/// buffer holds from there: NULL (with any count), aligned, or misaligned by a byte.
-fn nasty_buf<T>(rng: &mut Rng, buf: &mut [u64]) -> (*mut T, usize) {
-    let bytes = buf.len() * 8;
+/// A pointer for `T` into the buffer of `words` `u64`s at `base`, and an element count
+/// that never claims more than the buffer holds from there: NULL (with any count),
+/// aligned, or misaligned by a byte.
+///
+/// Takes the buffer as a raw pointer, not `&mut [u64]`: every pointer of a case must come
+/// from one raw pointer per buffer, as a C caller's would. Reborrowing the buffer as
+/// `&mut` for each pointer would invalidate the ones made before it (Stacked Borrows), so
+/// the library's reads through them would be undefined behaviour under Miri.
+fn nasty_buf<T>(rng: &mut Rng, (base, words): (*mut u64, usize)) -> (*mut T, usize) {
+    let bytes = words * 8;
     let off = match rng.below(8) {
         0 => return (null_mut(), rng.pick(&[0, 1, 5])),
         1 => 1,
@@ -374,7 +381,7 @@ fn nasty_buf<T>(rng: &mut Rng, buf: &mut [u64]) -> (*mut T, usize) {
     };
     let cap = (bytes - off) / size_of::<T>();
     let len = rng.pick(&[0, 1, 2, 3, 7, 16, 64, cap]).min(cap);
-    (buf.as_mut_ptr().cast::<u8>().wrapping_add(off).cast(), len)
+    (base.cast::<u8>().wrapping_add(off).cast(), len)
 }
 
 fn nasty_usize(rng: &mut Rng) -> usize {
@@ -390,15 +397,17 @@ fn hostile_encoding_input_never_panics_and_failing_calls_write_nothing() {
     let mut rng = Rng(0xBAD_E4C0_D105_0009);
     // [failed, succeeded] per call: both must occur.
     let mut outcomes = [[0u32; 2]; 16];
-    for i in 0..6400 {
+    for i in 0..cases(6400, 320) {
         // Two buffers of 512 bytes: `a` is written, `b` read (or written by the slopes
         // and relative calls); ids, tables and slopes sometimes point into `a`.
         let mut a: Vec<u64> = (0..64).map(|k| 0x3F80_0000_3F80_0000 ^ k).collect();
         let mut b: Vec<u64> = (0..64).map(|k| 0x4000_0000_0001_0002 + k).collect();
         let (a0, b0) = (a.clone(), b.clone());
+        // `Vec::as_mut_ptr` makes no reference: `a` and `b` are only read (compared)
+        // again after the call, so these pointers stay valid for it.
+        let (a_raw, b_raw) = ((a.as_mut_ptr(), a.len()), (b.as_mut_ptr(), b.len()));
         let ids_in_a = rng.below(6) == 0;
-        let (ids_p, ids_n) =
-            if ids_in_a { nasty_buf::<u32>(&mut rng, &mut a) } else { nasty_buf::<u32>(&mut rng, &mut b) };
+        let (ids_p, ids_n) = nasty_buf::<u32>(&mut rng, if ids_in_a { a_raw } else { b_raw });
         let pos = rope_positions {
             mode: rng.pick(&[0, 1, 0, 1, 2]),
             start: rng.pick(&[0, 1, u32::MAX - 1, u32::MAX]),
@@ -408,16 +417,13 @@ fn hostile_encoding_input_never_panics_and_failing_calls_write_nothing() {
         let pos_p: *const rope_positions = if rng.below(10) == 0 { null() } else { &pos };
         let enum_v = rng.pick(&[0u32, 1, 0, 1, 2, u32::MAX]);
         let (tokens, stride, dim) = (nasty_usize(&mut rng), nasty_usize(&mut rng), nasty_usize(&mut rng));
-        let (af, an) = nasty_buf::<f32>(&mut rng, &mut a);
-        let (ah, ahn) = nasty_buf::<u16>(&mut rng, &mut a);
-        let (tf, tn) = if rng.below(6) == 0 {
-            nasty_buf::<f32>(&mut rng, &mut a)
-        } else {
-            nasty_buf::<f32>(&mut rng, &mut b)
-        };
-        let (th, thn) = nasty_buf::<u16>(&mut rng, &mut b);
-        let (bi, bin) = nasty_buf::<i32>(&mut rng, &mut b);
-        let (bf, bfn) = nasty_buf::<f32>(&mut rng, &mut b);
+        let (af, an) = nasty_buf::<f32>(&mut rng, a_raw);
+        let (ah, ahn) = nasty_buf::<u16>(&mut rng, a_raw);
+        let table_in = if rng.below(6) == 0 { a_raw } else { b_raw };
+        let (tf, tn) = nasty_buf::<f32>(&mut rng, table_in);
+        let (th, thn) = nasty_buf::<u16>(&mut rng, b_raw);
+        let (bi, bin) = nasty_buf::<i32>(&mut rng, b_raw);
+        let (bf, bfn) = nasty_buf::<f32>(&mut rng, b_raw);
         let (mut rel, _) = random_relative(&mut rng);
         if rng.below(10) == 0 {
             rel.struct_size = nasty_usize(&mut rng);
@@ -474,7 +480,9 @@ fn hostile_encoding_input_never_panics_and_failing_calls_write_nothing() {
         }
         outcomes[call][usize::from(s == ROPE_OK)] += 1;
     }
-    for (call, o) in outcomes.iter().enumerate() {
+    // Under Miri (20 cases per call) some calls never get past their checks; there the
+    // test is about undefined behaviour, natively also about reaching both outcomes.
+    for (call, o) in outcomes.iter().enumerate().filter(|_| !cfg!(miri)) {
         assert!(o[0] > 0 && o[1] > 0, "call {call}: {o:?} [failed, succeeded]");
     }
 }
