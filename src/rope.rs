@@ -1,5 +1,7 @@
 //! The [`Rope`] object and its apply entry points.
 
+use core::ops::Range;
+
 use crate::config::{AngleMode, Layout, RopeConfig, MAX_PAIRS};
 use crate::cossin::{fill_row, CosSinTable};
 use crate::dispatch::{self, Tier};
@@ -124,14 +126,6 @@ impl<'a, T> HeadsMut<'a, T> {
     pub fn new(data: &'a mut [T], view: View) -> Self {
         HeadsMut { data, view }
     }
-}
-
-/// One tensor of a call after validation: raw pointers and strides.
-struct Job<T> {
-    src: *const T,
-    dst: *mut T,
-    view_src: View,
-    view_dst: View,
 }
 
 /// A validated RoPE configuration with its frequencies, ready to apply.
@@ -383,19 +377,8 @@ impl Rope {
         k: Option<HeadsMut<'_, T>>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
-        let hd = self.config.head_dim;
-        q.view.validate(hd, q.data.len(), Operand::Q)?;
-        let qp = q.data.as_mut_ptr();
-        let mut jobs = [Some(Job { src: qp, dst: qp, view_src: q.view, view_dst: q.view }), None];
-        if let Some(k) = k {
-            k.view.validate(hd, k.data.len(), Operand::K)?;
-            if k.view.tokens != q.view.tokens {
-                return Err(RopeError::ShapeMismatch { operand: Operand::K });
-            }
-            let kp = k.data.as_mut_ptr();
-            jobs[1] = Some(Job { src: kp, dst: kp, view_src: k.view, view_dst: k.view });
-        }
-        self.run(q.view.tokens, &jobs, opts)
+        let (tokens, tensors) = self.qk_tensors(q, k)?;
+        self.run(tokens, &tensors, opts)
     }
 
     /// Rotates one tensor out of place (`out` may have its own strides; same shape).
@@ -480,37 +463,97 @@ impl Rope {
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
+        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
+        self.run(tokens, &tensors, opts)
+    }
+
+    /// Validates positions and the cos/sin source ([`Rope::check_call`]), then rotates every
+    /// token ([`rotate_tokens`]).
+    fn run<T: Element>(
+        &self,
+        tokens: usize,
+        tensors: &Tensors<T>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        let mut dynamic = None;
+        let Some(freqs) = self.check_call(tokens, tensors, opts, &mut dynamic)? else {
+            return Ok(());
+        };
+        // SAFETY: the tensors come from views validated against the buffers this call
+        // borrows (`apply_qk`, `apply_qk_into`), all `tokens` long; the call holds the only
+        // borrows of those buffers; `check_call` passed the positions and cos/sin source
+        // for `tokens` tokens; `kernels()` comes from the dispatcher.
+        unsafe { rotate_tokens(&self.token_params(opts), freqs, tensors, 0..tokens) };
+        Ok(())
+    }
+
+    /// Validates the views of an in-place call, in the documented order (the q view, the k
+    /// view, k's token count against q's), and returns the call's token count and tensors.
+    #[inline]
+    fn qk_tensors<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+    ) -> Result<(usize, Tensors<T>), RopeError> {
         let hd = self.config.head_dim;
-        let pair = |x: &Heads<'_, T>, o: &mut HeadsMut<'_, T>, op_in: Operand, op_out: Operand| {
+        q.view.validate(hd, q.data.len(), Operand::Q)?;
+        let qp = q.data.as_mut_ptr();
+        let mut tensors = [Some(Tensor::new(qp, qp, q.view, q.view)), None];
+        if let Some(k) = k {
+            k.view.validate(hd, k.data.len(), Operand::K)?;
+            if k.view.tokens != q.view.tokens {
+                return Err(RopeError::ShapeMismatch { operand: Operand::K });
+            }
+            let kp = k.data.as_mut_ptr();
+            tensors[1] = Some(Tensor::new(kp, kp, k.view, k.view));
+        }
+        Ok((q.view.tokens, tensors))
+    }
+
+    /// Validates the views of an out-of-place call, in the documented order (q, q's output,
+    /// q against its output; the same for k; k's token count against q's), and returns the
+    /// call's token count and tensors.
+    #[inline]
+    fn qk_into_tensors<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+    ) -> Result<(usize, Tensors<T>), RopeError> {
+        let hd = self.config.head_dim;
+        let pair = |x: &Heads<'_, T>, o: HeadsMut<'_, T>, op_in: Operand, op_out: Operand| {
             x.view.validate(hd, x.data.len(), op_in)?;
             o.view.validate(hd, o.data.len(), op_out)?;
             if o.view.tokens != x.view.tokens || o.view.heads != x.view.heads {
                 return Err(RopeError::ShapeMismatch { operand: op_out });
             }
-            Ok(Job { src: x.data.as_ptr(), dst: o.data.as_mut_ptr(), view_src: x.view, view_dst: o.view })
+            Ok(Tensor::new(x.data.as_ptr(), o.data.as_mut_ptr(), x.view, o.view))
         };
-        let mut q_out = q_out;
-        let mut jobs = [Some(pair(&q, &mut q_out, Operand::Q, Operand::QOut)?), None];
-        if let Some((k, mut k_out)) = k {
-            let job = pair(&k, &mut k_out, Operand::K, Operand::KOut)?;
+        let mut tensors = [Some(pair(&q, q_out, Operand::Q, Operand::QOut)?), None];
+        if let Some((k, k_out)) = k {
+            let t = pair(&k, k_out, Operand::K, Operand::KOut)?;
             if k.view.tokens != q.view.tokens {
                 return Err(RopeError::ShapeMismatch { operand: Operand::K });
             }
-            jobs[1] = Some(job);
+            tensors[1] = Some(t);
         }
-        self.run(q.view.tokens, &jobs, opts)
+        Ok((q.view.tokens, tensors))
     }
 
-    /// Validates positions and the cos/sin source, then rotates every token.
-    fn run<T: Element>(
-        &self,
+    /// The checks of every call after its views, single or prepared (same errors, same
+    /// order): the `position_ids` count or `start` overflow, then the table width, then the
+    /// largest position against the table rows. For a call that writes (some token, some
+    /// head) it then returns the frequencies to rotate with: the object's, or, when they
+    /// depend on the call's length (dynamic NTK, LongRoPE), those of this call, computed
+    /// into `dynamic`. `None` for an `Ok` no-op (and `dynamic` stays `None`).
+    #[inline]
+    fn check_call<'f, T>(
+        &'f self,
         tokens: usize,
-        jobs: &[Option<Job<T>>; 2],
+        tensors: &Tensors<T>,
         opts: &Apply<'_>,
-    ) -> Result<(), RopeError> {
-        #[cfg(feature = "__slow-kernel-for-gate-demo")]
-        chunked::gate_demo::run_hook(self, tokens, jobs);
-        let pairs = self.config.pairs();
+        dynamic: &'f mut Option<Frequencies>,
+    ) -> Result<Option<&'f Frequencies>, RopeError> {
         // Positions: count, overflow, and the largest one (for tables and seq_len).
         let max_pos: Option<u32> = match opts.positions {
             Positions::Ids(ids) => {
@@ -529,79 +572,177 @@ impl Rope {
             }
         };
         if let CosSin::Table(table) = opts.cos_sin {
-            table.check_pairs(pairs)?;
+            table.check_pairs(self.config.pairs())?;
             if let Some(m) = max_pos {
                 if m as usize >= table.rows() {
                     return Err(RopeError::PositionOutOfRange { position: m, rows: table.rows() });
                 }
             }
         }
-        let Some(max_pos) = max_pos else { return Ok(()) };
-        if jobs.iter().flatten().all(|j| j.view_src.is_empty()) {
-            return Ok(());
+        let Some(max_pos) = max_pos else { return Ok(None) };
+        if tensors.iter().flatten().all(|t| t.heads == 0) {
+            return Ok(None);
         }
+        if !self.config.scaling.depends_on_seq_len() {
+            return Ok(Some(&self.freqs));
+        }
+        let freqs = self.freqs.at_seq_len(&self.config, u64::from(max_pos) + 1)?;
+        Ok(Some(dynamic.insert(freqs)))
+    }
 
-        let seq_len = u64::from(max_pos) + 1;
-        let dynamic;
-        let freqs = if self.config.scaling.depends_on_seq_len() {
-            dynamic = self.freqs.at_seq_len(&self.config, seq_len)?;
-            &dynamic
-        } else {
-            &self.freqs
+    /// The per-token settings of a call with options `opts`.
+    #[inline]
+    fn token_params<'o>(&self, opts: &Apply<'o>) -> TokenParams<'o> {
+        TokenParams {
+            positions: opts.positions,
+            cos_sin: opts.cos_sin,
+            kernels: self.kernels(),
+            layout: self.config.layout,
+            mode: self.config.angle_mode,
+            inverse: opts.direction == Direction::Inverse,
+            head_dim: self.config.head_dim,
+            pairs: self.config.pairs(),
+        }
+    }
+}
+
+/// One tensor of a call after its views were validated: raw pointers to its input and
+/// output (the same in place) and their strides, in elements.
+struct Tensor<T> {
+    src: *const T,
+    dst: *mut T,
+    heads: usize,
+    src_token_stride: usize,
+    dst_token_stride: usize,
+    src_head_stride: usize,
+    dst_head_stride: usize,
+}
+
+impl<T> Clone for Tensor<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Tensor<T> {}
+
+impl<T> Tensor<T> {
+    #[inline(always)]
+    fn new(src: *const T, dst: *mut T, view_src: View, view_dst: View) -> Self {
+        Tensor {
+            src,
+            dst,
+            heads: view_src.heads,
+            src_token_stride: view_src.token_stride,
+            dst_token_stride: view_dst.token_stride,
+            src_head_stride: view_src.head_stride,
+            dst_head_stride: view_dst.head_stride,
+        }
+    }
+}
+
+/// The tensors of one call: q, then k if any.
+type Tensors<T> = [Option<Tensor<T>>; 2];
+
+/// What rotating any token of a validated call reads, besides its tensors and frequencies.
+#[derive(Clone, Copy)]
+struct TokenParams<'a> {
+    positions: Positions<'a>,
+    cos_sin: CosSin<'a>,
+    kernels: &'static Kernels,
+    layout: Layout,
+    mode: AngleMode,
+    inverse: bool,
+    head_dim: usize,
+    pairs: usize,
+}
+
+/// Rotates tokens `range` of every tensor of a validated call: the one per-token loop of
+/// the single calls ([`Rope::apply_qk_into`] and its siblings) and of the [`TokenChunk`]s of
+/// a [`PreparedCall`], so that both give the same bits. Each token gets one cos/sin row
+/// (from the table, or generated from `freqs`), shared by all its tensors.
+///
+/// # Safety
+/// - every tensor comes from views validated against buffers that stay borrowed while this
+///   runs (in place `src == dst`; out of place the input is a `&[T]` and the output a
+///   distinct `&mut [T]`), and `range` lies within their token count;
+/// - nothing else reads or writes the output rows, or writes the input rows, of the tokens
+///   of `range` while this runs;
+/// - the positions and cos/sin source of `p` passed [`Rope::check_call`] for that token
+///   count (so every position of `range` has a table row), and `p.kernels` came from the
+///   dispatcher (the CPU has their features).
+#[inline(always)]
+unsafe fn rotate_tokens<T: Element>(
+    p: &TokenParams<'_>,
+    freqs: &Frequencies,
+    tensors: &Tensors<T>,
+    range: Range<usize>,
+) {
+    #[cfg(feature = "__slow-kernel-for-gate-demo")]
+    for x in tensors.iter().flatten() {
+        // SAFETY: the input rows of `range` lie in a validated view and nobody writes them
+        // now (contract above); the pass only reads them.
+        unsafe {
+            chunked::gate_demo::extra_pass(
+                p.kernels,
+                p.layout,
+                p.pairs,
+                x.src,
+                range.clone(),
+                x.heads,
+                x.src_token_stride,
+                x.src_head_stride,
+            )
         };
-
-        let kernels = self.kernels();
-        let rotate = T::rotate_fn(kernels);
-        let gen = SinCos::of(kernels);
-        let layout: Layout = self.config.layout;
-        let inverse = opts.direction == Direction::Inverse;
-        let head_dim = self.config.head_dim;
-        // Rotates token `t` of every tensor with one cos/sin row.
-        let rotate_token = |t: usize, cos: &[f32], sin: &[f32]| {
-            for job in jobs.iter().flatten() {
-                if job.view_src.heads == 0 {
-                    continue;
-                }
-                let args = RotateArgs {
-                    // SAFETY: t < tokens and the views were validated against their buffers,
-                    // so the token's first head lies inside each buffer.
-                    src: unsafe { job.src.add(t * job.view_src.token_stride) },
-                    // SAFETY: as above for the destination view.
-                    dst: unsafe { job.dst.add(t * job.view_dst.token_stride) },
-                    heads: job.view_src.heads,
-                    src_head_stride: job.view_src.head_stride,
-                    dst_head_stride: job.view_dst.head_stride,
-                    head_dim,
-                    cos,
-                    sin,
-                    layout,
-                    inverse,
-                };
-                // SAFETY: validated views keep this token's heads in bounds and apart; in place
-                // src == dst, out of place they come from `&[T]` and `&mut [T]` (disjoint);
-                // the dispatcher checked the CPU for `kernels`.
-                unsafe { rotate(&args) };
+    }
+    let rotate = T::rotate_fn(p.kernels);
+    let pairs = p.pairs;
+    // Rotates token `t` of every tensor with one cos/sin row.
+    let rotate_token = |t: usize, cos: &[f32], sin: &[f32]| {
+        for x in tensors.iter().flatten() {
+            if x.heads == 0 {
+                continue;
             }
-        };
-
-        match opts.cos_sin {
-            CosSin::Table(table) => {
-                for t in 0..tokens {
-                    let (cos, sin) = table.row_in_range(opts.positions.get(t));
-                    rotate_token(t, cos, sin);
-                }
-            }
-            CosSin::OnTheFly => {
-                let mode: AngleMode = self.config.angle_mode;
-                let mut cos_buf = [0.0f32; MAX_PAIRS];
-                let mut sin_buf = [0.0f32; MAX_PAIRS];
-                for t in 0..tokens {
-                    let pos = opts.positions.get(t);
-                    fill_row(gen, freqs, mode, pos, &mut cos_buf[..pairs], &mut sin_buf[..pairs]);
-                    rotate_token(t, &cos_buf[..pairs], &sin_buf[..pairs]);
-                }
+            let args = RotateArgs {
+                // SAFETY: t < tokens of a view validated against its buffer (contract above),
+                // so the token's first head lies inside the buffer.
+                src: unsafe { x.src.add(t * x.src_token_stride) },
+                // SAFETY: as above, for the output view.
+                dst: unsafe { x.dst.add(t * x.dst_token_stride) },
+                heads: x.heads,
+                src_head_stride: x.src_head_stride,
+                dst_head_stride: x.dst_head_stride,
+                head_dim: p.head_dim,
+                cos,
+                sin,
+                layout: p.layout,
+                inverse: p.inverse,
+            };
+            // Validated views keep every head of token t in bounds and its rows apart from
+            // other tokens'; in place src == dst, out of place `&[T]` and `&mut [T]` do not
+            // overlap; nobody else touches these rows now.
+            // SAFETY: as above (contract of `rotate_tokens`); the dispatcher checked the CPU
+            // for `p.kernels`.
+            unsafe { rotate(&args) };
+        }
+    };
+    match p.cos_sin {
+        CosSin::Table(table) => {
+            for t in range {
+                // Validated: every position of the call is below the table's rows.
+                let (cos, sin) = table.row_in_range(p.positions.get(t));
+                rotate_token(t, cos, sin);
             }
         }
-        Ok(())
+        CosSin::OnTheFly => {
+            let gen = SinCos::of(p.kernels);
+            let mut cos_buf = [0.0f32; MAX_PAIRS];
+            let mut sin_buf = [0.0f32; MAX_PAIRS];
+            for t in range {
+                let pos = p.positions.get(t);
+                fill_row(gen, freqs, p.mode, pos, &mut cos_buf[..pairs], &mut sin_buf[..pairs]);
+                rotate_token(t, &cos_buf[..pairs], &sin_buf[..pairs]);
+            }
+        }
     }
 }

@@ -14,62 +14,27 @@
 //! overlap the `&mut [T]` outputs. The call keeps those borrows for its whole lifetime, and
 //! hands out each token at most once, so while chunks exist nothing else can reach the
 //! buffers and no two chunks reach the same element.
+//!
+//! [`View`]: crate::View
+//! [`View::validate`]: crate::View::validate
 
 use core::marker::PhantomData;
 use core::ops::Range;
 
-use super::{Apply, CosSin, Direction, Heads, HeadsMut, Positions, Rope};
-use crate::config::{AngleMode, Layout, MAX_PAIRS};
-use crate::cossin::fill_row;
+use super::{rotate_tokens, Apply, Heads, HeadsMut, Rope, Tensors, TokenParams};
 use crate::element::Element;
-use crate::error::{Operand, RopeError};
+use crate::error::RopeError;
 use crate::freq::Frequencies;
-use crate::kernels::sincos::SinCos;
-use crate::kernels::{Kernels, RotateArgs};
-use crate::view::View;
 
 #[cfg(feature = "__slow-kernel-for-gate-demo")]
 pub(super) mod gate_demo;
 #[cfg(feature = "rayon")]
 mod par;
 
-/// One tensor of a prepared call: raw pointers to its (validated) input and output.
-struct Tensor<T> {
-    src: *const T,
-    dst: *mut T,
-    heads: usize,
-    src_token_stride: usize,
-    dst_token_stride: usize,
-    src_head_stride: usize,
-    dst_head_stride: usize,
-}
-
-impl<T> Clone for Tensor<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<T> Copy for Tensor<T> {}
-
-impl<T> Tensor<T> {
-    fn new(src: *const T, dst: *mut T, view_src: View, view_dst: View) -> Self {
-        Tensor {
-            src,
-            dst,
-            heads: view_src.heads,
-            src_token_stride: view_src.token_stride,
-            dst_token_stride: view_dst.token_stride,
-            src_head_stride: view_src.head_stride,
-            dst_head_stride: view_dst.head_stride,
-        }
-    }
-}
-
 /// The frequencies of one call: the object's own, or those computed for this call's length
 /// (dynamic NTK, LongRoPE) once, before any chunk runs.
 // The call's own frequencies (~7 KiB) stay inline: no allocation (no_std), and a prepared
-// call lives on the caller's stack for the length of one call, as `Rope::run`'s do.
+// call lives on the caller's stack for the length of one call, as a single call's do.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum CallFrequencies<'a> {
@@ -80,14 +45,7 @@ enum CallFrequencies<'a> {
 /// What every chunk of a call reads: never written after preparation.
 struct Shared<'a> {
     freqs: CallFrequencies<'a>,
-    positions: Positions<'a>,
-    cos_sin: CosSin<'a>,
-    kernels: &'static Kernels,
-    layout: Layout,
-    mode: AngleMode,
-    inverse: bool,
-    head_dim: usize,
-    pairs: usize,
+    params: TokenParams<'a>,
 }
 
 // `TokenChunk`s on several threads share one `&Shared`: it must stay `Sync` (the `Send`
@@ -156,7 +114,7 @@ impl Shared<'_> {
 #[must_use = "a prepared call writes nothing until it, or its chunks, run"]
 pub struct PreparedCall<'a, T: Element> {
     shared: Shared<'a>,
-    tensors: [Option<Tensor<T>>; 2],
+    tensors: Tensors<T>,
     /// Tokens not handed out yet: `next..tokens`.
     next: usize,
     /// Tokens to rotate (0 when the call writes nothing).
@@ -198,7 +156,7 @@ impl<'a, T: Element> PreparedCall<'a, T> {
     /// `(q_heads + k_heads) * head_dim`. A runtime sizes its chunks with it: below some tens
     /// of thousands of elements a chunk costs less than handing it to another thread.
     pub fn elements_per_token(&self) -> usize {
-        self.tensors.iter().flatten().map(|t| t.heads * self.shared.head_dim).sum()
+        self.tensors.iter().flatten().map(|t| t.heads * self.shared.params.head_dim).sum()
     }
 
     /// Rotates every pending token on this thread.
@@ -240,7 +198,7 @@ impl<'a, T: Element> PreparedCall<'a, T> {
 #[must_use = "iterators are lazy: the chunks are handed out as they are taken"]
 pub struct TokenChunks<'c, T: Element> {
     shared: &'c Shared<'c>,
-    tensors: [Option<Tensor<T>>; 2],
+    tensors: Tensors<T>,
     next: &'c mut usize,
     end: usize,
     /// Chunks still to hand out (the pending tokens split evenly among them).
@@ -289,7 +247,7 @@ impl<T: Element> core::fmt::Debug for TokenChunks<'_, T> {
 #[must_use = "a chunk writes nothing until it runs"]
 pub struct TokenChunk<'c, T: Element> {
     shared: &'c Shared<'c>,
-    tensors: [Option<Tensor<T>>; 2],
+    tensors: Tensors<T>,
     range: Range<usize>,
     /// The chunk has exclusive use of its tokens' rows for `'c`.
     _buffers: PhantomData<&'c mut [T]>,
@@ -345,68 +303,12 @@ impl<'c, T: Element> TokenChunk<'c, T> {
     /// Rotates the chunk's tokens (in place, or into the outputs) on this thread.
     pub fn run(self) {
         let s = self.shared;
-        if self.range.is_empty() {
-            return;
-        }
-        #[cfg(feature = "__slow-kernel-for-gate-demo")]
-        for t in self.tensors.iter().flatten() {
-            // SAFETY: the tensor's rows of `self.range` are this chunk's (module docs) and in
-            // bounds of validated views; the pass only reads them.
-            unsafe {
-                gate_demo::extra_pass(
-                    s.kernels,
-                    s.layout,
-                    s.pairs,
-                    t.src,
-                    self.range.clone(),
-                    t.heads,
-                    t.src_token_stride,
-                    t.src_head_stride,
-                )
-            };
-        }
-        let rotate = T::rotate_fn(s.kernels);
-        let gen = SinCos::of(s.kernels);
-        let freqs = s.freqs();
-        let pairs = s.pairs;
-        let mut cos_buf = [0.0f32; MAX_PAIRS];
-        let mut sin_buf = [0.0f32; MAX_PAIRS];
-        for t in self.range {
-            let pos = s.positions.get(t);
-            let (cos, sin): (&[f32], &[f32]) = match s.cos_sin {
-                CosSin::OnTheFly => {
-                    fill_row(gen, freqs, s.mode, pos, &mut cos_buf[..pairs], &mut sin_buf[..pairs]);
-                    (&cos_buf[..pairs], &sin_buf[..pairs])
-                }
-                // Validated at preparation: every position of the call is below the rows.
-                CosSin::Table(table) => table.row_in_range(pos),
-            };
-            for x in self.tensors.iter().flatten() {
-                if x.heads == 0 {
-                    continue;
-                }
-                let args = RotateArgs {
-                    // SAFETY: t < tokens of a view validated against its buffer, so the
-                    // token's first head lies inside the buffer.
-                    src: unsafe { x.src.add(t * x.src_token_stride) },
-                    // SAFETY: as above, for the output view.
-                    dst: unsafe { x.dst.add(t * x.dst_token_stride) },
-                    heads: x.heads,
-                    src_head_stride: x.src_head_stride,
-                    dst_head_stride: x.dst_head_stride,
-                    head_dim: s.head_dim,
-                    cos,
-                    sin,
-                    layout: s.layout,
-                    inverse: s.inverse,
-                };
-                // Validated views keep every head of token t in bounds and apart; no other
-                // chunk covers token t, and its rows share no element with other tokens'
-                // (View validation), so no other thread touches them now.
-                // SAFETY: as above; in place src == dst, out of place `&[T]` vs `&mut [T]`.
-                unsafe { rotate(&args) };
-            }
-        }
+        // SAFETY: the call validated its views against buffers it borrows for `'c`, and its
+        // positions and cos/sin source (`Rope::check_call`); `self.range` lies within its
+        // tokens and no other chunk covers it, and a token's rows share no element with
+        // other tokens' (module docs), so nothing else touches them now; the kernels came
+        // from the dispatcher.
+        unsafe { rotate_tokens(&s.params, s.freqs(), &self.tensors, self.range) };
     }
 }
 
@@ -422,19 +324,8 @@ impl Rope {
         k: Option<HeadsMut<'a, T>>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
-        let hd = self.config.head_dim;
-        q.view.validate(hd, q.data.len(), Operand::Q)?;
-        let qp = q.data.as_mut_ptr();
-        let mut tensors = [Some(Tensor::new(qp, qp, q.view, q.view)), None];
-        if let Some(k) = k {
-            k.view.validate(hd, k.data.len(), Operand::K)?;
-            if k.view.tokens != q.view.tokens {
-                return Err(RopeError::ShapeMismatch { operand: Operand::K });
-            }
-            let kp = k.data.as_mut_ptr();
-            tensors[1] = Some(Tensor::new(kp, kp, k.view, k.view));
-        }
-        self.prepare_call(q.view.tokens, tensors, opts)
+        let (tokens, tensors) = self.qk_tensors(q, k)?;
+        self.prepare_call(tokens, tensors, opts)
     }
 
     /// [`Rope::prepare_qk`] without k: one tensor in place, as [`Rope::apply`].
@@ -461,24 +352,8 @@ impl Rope {
         k: Option<(Heads<'a, T>, HeadsMut<'a, T>)>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
-        let hd = self.config.head_dim;
-        let pair = |x: &Heads<'a, T>, o: HeadsMut<'a, T>, op_in: Operand, op_out: Operand| {
-            x.view.validate(hd, x.data.len(), op_in)?;
-            o.view.validate(hd, o.data.len(), op_out)?;
-            if o.view.tokens != x.view.tokens || o.view.heads != x.view.heads {
-                return Err(RopeError::ShapeMismatch { operand: op_out });
-            }
-            Ok(Tensor::new(x.data.as_ptr(), o.data.as_mut_ptr(), x.view, o.view))
-        };
-        let mut tensors = [Some(pair(&q, q_out, Operand::Q, Operand::QOut)?), None];
-        if let Some((k, k_out)) = k {
-            let t = pair(&k, k_out, Operand::K, Operand::KOut)?;
-            if k.view.tokens != q.view.tokens {
-                return Err(RopeError::ShapeMismatch { operand: Operand::K });
-            }
-            tensors[1] = Some(t);
-        }
-        self.prepare_call(q.view.tokens, tensors, opts)
+        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
+        self.prepare_call(tokens, tensors, opts)
     }
 
     /// [`Rope::prepare_qk_into`] without k: one tensor out of place, as [`Rope::apply_into`].
@@ -494,58 +369,22 @@ impl Rope {
         self.prepare_qk_into(x, out, None, opts)
     }
 
-    /// The checks of `Rope::run` after the views (same errors, same order), and the call's
-    /// frequencies.
+    /// The checks of a single call after its views ([`Rope::check_call`]: same errors, same
+    /// order), and the call's frequencies.
     fn prepare_call<'a, T: Element>(
         &'a self,
         tokens: usize,
-        tensors: [Option<Tensor<T>>; 2],
+        tensors: Tensors<T>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
-        let pairs = self.config.pairs();
-        let max_pos: Option<u32> = match opts.positions {
-            Positions::Ids(ids) => {
-                if ids.len() != tokens {
-                    return Err(RopeError::PositionCountMismatch { tokens, positions: ids.len() });
-                }
-                ids.iter().copied().max()
-            }
-            Positions::Start(s) => {
-                if tokens == 0 {
-                    None
-                } else {
-                    let last = u32::try_from(tokens - 1).ok().and_then(|n| s.checked_add(n));
-                    Some(last.ok_or(RopeError::PositionOverflow)?)
-                }
-            }
-        };
-        if let CosSin::Table(table) = opts.cos_sin {
-            table.check_pairs(pairs)?;
-            if let Some(m) = max_pos {
-                if m as usize >= table.rows() {
-                    return Err(RopeError::PositionOutOfRange { position: m, rows: table.rows() });
-                }
-            }
-        }
-        let writes = max_pos.is_some() && tensors.iter().flatten().any(|t| t.heads > 0);
-        let freqs = match max_pos {
-            Some(m) if writes && self.config.scaling.depends_on_seq_len() => {
-                CallFrequencies::Call(self.freqs.at_seq_len(&self.config, u64::from(m) + 1)?)
-            }
-            _ => CallFrequencies::Object(&self.freqs),
+        let mut dynamic = None;
+        let writes = self.check_call(tokens, &tensors, opts, &mut dynamic)?.is_some();
+        let freqs = match dynamic {
+            Some(f) => CallFrequencies::Call(f),
+            None => CallFrequencies::Object(&self.freqs),
         };
         Ok(PreparedCall {
-            shared: Shared {
-                freqs,
-                positions: opts.positions,
-                cos_sin: opts.cos_sin,
-                kernels: self.kernels(),
-                layout: self.config.layout,
-                mode: self.config.angle_mode,
-                inverse: opts.direction == Direction::Inverse,
-                head_dim: self.config.head_dim,
-                pairs,
-            },
+            shared: Shared { freqs, params: self.token_params(opts) },
             tensors,
             next: 0,
             tokens: if writes { tokens } else { 0 },

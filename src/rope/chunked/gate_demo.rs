@@ -66,31 +66,3 @@ pub(crate) unsafe fn extra_pass<T: Element>(
         }
     }
 }
-
-/// The same pass over the tensors of a `Rope::run` call.
-pub(crate) fn run_hook<T: Element>(
-    rope: &crate::rope::Rope,
-    tokens: usize,
-    jobs: &[Option<crate::rope::Job<T>>; 2],
-) {
-    let pairs = rope.config.pairs();
-    for j in jobs.iter().flatten() {
-        if j.view_src.is_empty() {
-            continue;
-        }
-        // SAFETY: `Rope::run` receives views validated against their buffers, with
-        // `tokens` tokens; the pass only reads.
-        unsafe {
-            extra_pass(
-                rope.kernels(),
-                rope.config.layout,
-                pairs,
-                j.src,
-                0..tokens,
-                j.view_src.heads,
-                j.view_src.token_stride,
-                j.view_src.head_stride,
-            )
-        };
-    }
-}
