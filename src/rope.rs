@@ -697,6 +697,19 @@ unsafe fn rotate_tokens<T: Element>(
     }
     let rotate = T::rotate_fn(p.kernels);
     let pairs = p.pairs;
+    // Prefetch only in calls too large to be cache-resident (saturating: a hint only), and
+    // only for tensors whose heads of one token lie closer together than one head's
+    // consecutive tokens (`[t][h][d]`): there the kernel's look-ahead over the heads follows
+    // memory order. In `[h][t][d]` each head is its own stream that the hardware prefetcher
+    // already follows, and prefetching other heads' rows measured slower (prefill f32 on the
+    // development machine: about 440 against 375 µs).
+    let head_bytes = 2 * pairs * core::mem::size_of::<T>();
+    let bytes = tensors
+        .iter()
+        .flatten()
+        .fold(0usize, |b, x| b.saturating_add(x.heads.saturating_mul(head_bytes)))
+        .saturating_mul(range.len());
+    let large = bytes > crate::kernels::PREFETCH_MIN_BYTES;
     // Rotates token `t` of every tensor with one cos/sin row.
     let rotate_token = |t: usize, cos: &[f32], sin: &[f32]| {
         for x in tensors.iter().flatten() {
@@ -717,6 +730,7 @@ unsafe fn rotate_tokens<T: Element>(
                 sin,
                 layout: p.layout,
                 inverse: p.inverse,
+                prefetch: large && x.src_head_stride < x.src_token_stride,
             };
             // Validated views keep every head of token t in bounds and its rows apart from
             // other tokens'; in place src == dst, out of place `&[T]` and `&mut [T]` do not

@@ -140,13 +140,17 @@ pub(crate) trait Simd: Copy {
 }
 
 /// Prefetches every 64-byte line of a head of `bytes` rotated bytes at `p` (a head a few
-/// heads ahead; may be past the buffer). On the development machine (Xeon, AVX-512), for
+/// heads ahead; may be past the buffer), if `on` ([`RotateArgs::prefetch`]: the call is
+/// too large to be cache-resident; for a decode-sized call the prefetches are pure cost). On the development machine (Xeon, AVX-512), for
 /// the long shape (4096 tokens × 32 heads × 128 f32, 64 MB, in place) this with
 /// [`PREFETCH_BYTES`] = 4096 took the half-split call from about 0.70 to about 0.85 of the
 /// `x *= c` roofline, against prefetching two lines of the head 1 KB ahead; decode-sized
 /// (cache-resident) calls did not change measurably.
 #[inline(always)]
-fn prefetch_range<S: Simd>(s: S, p: *const u8, bytes: usize) {
+fn prefetch_range<S: Simd>(s: S, on: bool, p: *const u8, bytes: usize) {
+    if !on {
+        return;
+    }
     let mut o = 0;
     while o < bytes {
         s.prefetch(p.wrapping_add(o));
@@ -467,6 +471,7 @@ unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: 
     for h in 0..a.heads {
         prefetch_range(
             s,
+            a.prefetch,
             a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
             bytes,
         );
@@ -574,6 +579,7 @@ unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_
     for h in 0..a.heads {
         prefetch_range(
             s,
+            a.prefetch,
             a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
             4 * pairs,
         );
@@ -671,6 +677,7 @@ unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
     for h in 0..a.heads {
         prefetch_range(
             s,
+            a.prefetch,
             a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
             bytes,
         );
@@ -722,6 +729,7 @@ unsafe fn interleaved_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'
     for h in 0..a.heads {
         prefetch_range(
             s,
+            a.prefetch,
             a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
             4 * pairs,
         );

@@ -14,7 +14,8 @@
 //!   `x * cos + rotate_half(x) * sin` with full-width `(t, d)` cos/sin rows
 //!   (`emb = cat(freqs, freqs)`), written into a preallocated output: what a user writes by
 //!   hand.
-//! - the roofline: an in-place `x *= c` pass over a buffer of the same size and type.
+//! - the roofline: an in-place `x *= c` pass over a buffer of the same size and type, through
+//!   the crate's vectorised load/convert/store path for the active tier.
 //!
 //! Single thread for candle: candle's CPU rope kernels parallelise with rayon `par_chunks`
 //! on the *current* rayon pool, so they run inside `ThreadPool::install` of a pool built with
@@ -115,12 +116,14 @@ fn time(mut f: impl FnMut()) -> f64 {
 // ---------------------------------------------------------------------------------------
 // Peers
 
-/// `x *= c` in place, alternating `c` and `1 / c` so values stay put however many calls.
+/// The roofline: `x *= c` in place through the crate's own vectorised load/convert/store
+/// path for the active tier (`rope_kernels::__bench::scale`, the roofline of
+/// `benches/rope.rs`), so the ratio compares code built for the same instructions. Callers
+/// alternate `c` and `1 / c` so values stay put however many calls.
 #[inline(never)]
 fn scale<T: Element>(x: &mut [T], c: f32) {
-    for v in x.iter_mut() {
-        *v = T::from_f32(v.to_f32() * c);
-    }
+    rope_kernels::__bench::scale(rope_kernels::dispatch::active_tier(), x, c)
+        .expect("the active tier runs here");
 }
 
 /// Hugging Face `apply_rotary_pos_emb` written by hand: `out = x * cos + rotate_half(x) * sin`

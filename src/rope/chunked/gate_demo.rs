@@ -57,6 +57,7 @@ pub(crate) unsafe fn extra_pass<T: Element>(
                 sin: &ZEROS[..pairs],
                 layout,
                 inverse: false,
+                prefetch: false,
             };
             // SAFETY: one head of `2 * pairs` elements: readable at src (caller contract),
             // writable in `scratch` (MAX_ROTARY_DIM >= 2 * pairs), and the stack scratch
