@@ -483,7 +483,7 @@ impl Rope {
         // borrows (`apply_qk`, `apply_qk_into`), all `tokens` long; the call holds the only
         // borrows of those buffers; `check_call` passed the positions and cos/sin source
         // for `tokens` tokens; `kernels()` comes from the dispatcher.
-        unsafe { rotate_tokens(&self.token_params(opts), freqs, tensors, 0..tokens) };
+        unsafe { rotate_tokens(&self.token_params(opts, tokens), freqs, tensors, 0..tokens) };
         Ok(())
     }
 
@@ -590,10 +590,11 @@ impl Rope {
         Ok(Some(dynamic.insert(freqs)))
     }
 
-    /// The per-token settings of a call with options `opts`.
+    /// The per-token settings of a call of `tokens` tokens with options `opts`.
     #[inline]
-    fn token_params<'o>(&self, opts: &Apply<'o>) -> TokenParams<'o> {
+    fn token_params<'o>(&self, opts: &Apply<'o>, tokens: usize) -> TokenParams<'o> {
         TokenParams {
+            call_tokens: tokens,
             positions: opts.positions,
             cos_sin: opts.cos_sin,
             kernels: self.kernels(),
@@ -647,6 +648,8 @@ type Tensors<T> = [Option<Tensor<T>>; 2];
 /// What rotating any token of a validated call reads, besides its tensors and frequencies.
 #[derive(Clone, Copy)]
 struct TokenParams<'a> {
+    /// Tokens of the whole call (a chunk may run fewer): sizes the prefetch decision.
+    call_tokens: usize,
     positions: Positions<'a>,
     cos_sin: CosSin<'a>,
     kernels: &'static Kernels,
@@ -697,7 +700,8 @@ unsafe fn rotate_tokens<T: Element>(
     }
     let rotate = T::rotate_fn(p.kernels);
     let pairs = p.pairs;
-    // Prefetch only in calls too large to be cache-resident (saturating: a hint only), and
+    // Prefetch only in calls too large to be cache-resident (the whole call, not this chunk
+    // of it; saturating: a hint only), and
     // only for tensors whose heads of one token lie closer together than one head's
     // consecutive tokens (`[t][h][d]`): there the kernel's look-ahead over the heads follows
     // memory order. In `[h][t][d]` each head is its own stream that the hardware prefetcher
@@ -708,7 +712,7 @@ unsafe fn rotate_tokens<T: Element>(
         .iter()
         .flatten()
         .fold(0usize, |b, x| b.saturating_add(x.heads.saturating_mul(head_bytes)))
-        .saturating_mul(range.len());
+        .saturating_mul(p.call_tokens);
     let large = bytes > crate::kernels::PREFETCH_MIN_BYTES;
     // Rotates token `t` of every tensor with one cos/sin row.
     let rotate_token = |t: usize, cos: &[f32], sin: &[f32]| {

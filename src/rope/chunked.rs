@@ -384,7 +384,7 @@ impl Rope {
             None => CallFrequencies::Object(&self.freqs),
         };
         Ok(PreparedCall {
-            shared: Shared { freqs, params: self.token_params(opts) },
+            shared: Shared { freqs, params: self.token_params(opts, tokens) },
             tensors,
             next: 0,
             tokens: if writes { tokens } else { 0 },
