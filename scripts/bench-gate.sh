@@ -10,8 +10,10 @@
 # The rule: a benchmark has regressed when criterion's 95% confidence interval of the change
 # in its mean time lies entirely above +THRESHOLD, i.e. the interval's lower bound
 # (`target/criterion/<group>/<bench>/change/estimates.json`, `mean.confidence_interval.
-# lower_bound`) is > THRESHOLD. A slowdown that is only possible (interval straddling the
-# threshold) or small does not fail; one that is certain and large does. Criterion's own
+# lower_bound`) is > THRESHOLD in the check run and in each of RETRIES confirmation runs
+# (made only when something was flagged). A slowdown that is only possible (interval
+# straddling the threshold), small, or gone on the next run does not fail; one that is
+# certain, large and repeatable does. Criterion's own
 # verdict (its t-test at SIGNIFICANCE_LEVEL, and NOISE_THRESHOLD) is printed in its output but
 # does not decide. Benchmarks missing from the baseline fail the check (criterion's strict
 # `--baseline`), and so does a filter that matches no benchmark.
@@ -22,6 +24,7 @@
 #   NOISE_THRESHOLD=0.02     criterion --noise-threshold (its own "no change" band)
 #   SIGNIFICANCE_LEVEL=0.05  criterion --significance-level
 #   CONFIDENCE_LEVEL=0.95    criterion --confidence-level (the interval the rule reads)
+#   RETRIES=2                further check runs a flagged benchmark must fail as well
 #   WARM_UP_TIME=1 MEASUREMENT_TIME=3 SAMPLE_SIZE=30   criterion run length per benchmark
 #   CARGO_ARGS=''            extra cargo flags, e.g. '--features rayon'
 #   CARGO_TARGET_DIR         honoured (criterion writes under it)
@@ -53,6 +56,7 @@ WARM_UP_TIME=${WARM_UP_TIME:-1}
 MEASUREMENT_TIME=${MEASUREMENT_TIME:-3}
 SAMPLE_SIZE=${SAMPLE_SIZE:-30}
 CARGO_ARGS=${CARGO_ARGS:-}
+RETRIES=${RETRIES:-2}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -82,50 +86,86 @@ if [[ -d $crit ]]; then
 fi
 
 echo "bench-gate: $mode '$bench' filter='${filter}' baseline='$BASELINE' threshold=$THRESHOLD" >&2
-# shellcheck disable=SC2086 # CARGO_ARGS is a list of flags
-if ! cargo bench --bench "$bench" $CARGO_ARGS -- "${criterion_args[@]}"; then
-    echo "bench-gate: the benchmark run failed (missing baseline? run 'save' first)" >&2
-    exit 2
-fi
 
+# One criterion run of the benchmarks (save: records the baseline; check: compares with it).
+run_criterion() {
+    # A change/ directory left by an earlier run would be read as this run's: remove them
+    # all (criterion rewrites the ones of the benchmarks it runs). Baselines are not touched.
+    if [[ -d $crit ]]; then
+        find "$crit" -type d -name change -prune -exec rm -rf {} +
+    fi
+    # shellcheck disable=SC2086 # CARGO_ARGS is a list of flags
+    if ! cargo bench --bench "$bench" $CARGO_ARGS -- "${criterion_args[@]}"; then
+        echo "bench-gate: the benchmark run failed (missing baseline? run 'save' first)" >&2
+        exit 2
+    fi
+}
+
+run_criterion
 if [[ $mode == save ]]; then
     n=$(find "$crit" -type d -path "*/$BASELINE" | wc -l)
     echo "bench-gate: baseline '$BASELINE' holds $n benchmarks under $crit" >&2
     exit 0
 fi
 
-# One line per benchmark: "<lower> <point> <upper> <name>", relative changes of the mean.
-mapfile -t files < <(find "$crit" -type f -path '*/change/estimates.json' | sort)
-if [[ ${#files[@]} -eq 0 ]]; then
-    echo "bench-gate: no benchmark compared (filter matched nothing?)" >&2
-    exit 2
-fi
-
+# Reads the change estimates of the last run: prints one table row per benchmark and sets
+# `flagged` to the names whose mean slowed down by more than THRESHOLD (lower bound of the
+# confidence interval of the relative change of the mean).
 num='-?[0-9.]+([eE][-+]?[0-9]+)?'
-regressions=0
-printf '%-48s %9s %9s %9s  %s\n' benchmark 'lower' 'change' 'upper' verdict
-for f in "${files[@]}"; do
-    json=$(tr -d ' \n' <"$f")
-    # {"mean":{"confidence_interval":{"confidence_level":..,"lower_bound":..,"upper_bound":..},
-    #  "point_estimate":..,"standard_error":..},"median":{...}}
-    mean=$(grep -oE '"mean":\{"confidence_interval":\{[^}]*\},"point_estimate":'"$num" <<<"$json" || true)
-    lower=$(grep -oE '"lower_bound":'"$num" <<<"$mean" | cut -d: -f2 || true)
-    upper=$(grep -oE '"upper_bound":'"$num" <<<"$mean" | cut -d: -f2 || true)
-    point=$(grep -oE '"point_estimate":'"$num" <<<"$mean" | cut -d: -f2 || true)
-    if [[ -z $lower || -z $upper || -z $point ]]; then
-        echo "bench-gate: cannot read $f" >&2
+read_changes() {
+    flagged=()
+    mapfile -t files < <(find "$crit" -type f -path '*/change/estimates.json' | sort)
+    if [[ ${#files[@]} -eq 0 ]]; then
+        echo "bench-gate: no benchmark compared (filter matched nothing?)" >&2
         exit 2
     fi
-    name=${f#"$crit"/}
-    name=${name%/change/estimates.json}
-    verdict=$(awk -v lo="$lower" -v t="$THRESHOLD" 'BEGIN { print (lo > t) ? "REGRESSION" : "ok" }')
-    [[ $verdict == REGRESSION ]] && regressions=$((regressions + 1))
-    awk -v n="$name" -v lo="$lower" -v p="$point" -v hi="$upper" -v v="$verdict" \
-        'BEGIN { printf "%-48s %+8.2f%% %+8.2f%% %+8.2f%%  %s\n", n, 100*lo, 100*p, 100*hi, v }'
+    printf '%-48s %9s %9s %9s  %s\n' benchmark 'lower' 'change' 'upper' verdict
+    local f json mean lower upper point name verdict
+    for f in "${files[@]}"; do
+        json=$(tr -d ' \n' <"$f")
+        # {"mean":{"confidence_interval":{"confidence_level":..,"lower_bound":..,
+        #  "upper_bound":..},"point_estimate":..,"standard_error":..},"median":{...}}
+        mean=$(grep -oE '"mean":\{"confidence_interval":\{[^}]*\},"point_estimate":'"$num" <<<"$json" || true)
+        lower=$(grep -oE '"lower_bound":'"$num" <<<"$mean" | cut -d: -f2 || true)
+        upper=$(grep -oE '"upper_bound":'"$num" <<<"$mean" | cut -d: -f2 || true)
+        point=$(grep -oE '"point_estimate":'"$num" <<<"$mean" | cut -d: -f2 || true)
+        if [[ -z $lower || -z $upper || -z $point ]]; then
+            echo "bench-gate: cannot read $f" >&2
+            exit 2
+        fi
+        name=${f#"$crit"/}
+        name=${name%/change/estimates.json}
+        verdict=$(awk -v lo="$lower" -v t="$THRESHOLD" 'BEGIN { print (lo > t) ? "REGRESSION" : "ok" }')
+        [[ $verdict == REGRESSION ]] && flagged+=("$name")
+        awk -v n="$name" -v lo="$lower" -v p="$point" -v hi="$upper" -v v="$verdict" \
+            'BEGIN { printf "%-48s %+8.2f%% %+8.2f%% %+8.2f%%  %s\n", n, 100*lo, 100*p, 100*hi, v }'
+    done
+}
+
+read_changes
+total=${#files[@]}
+# Confirmation: a slowdown counts only if every one of RETRIES further runs flags the same
+# benchmark again. Drift on a shared machine (another tenant for a few seconds) rarely lasts
+# through several runs; a real regression does.
+confirmed=("${flagged[@]}")
+round=0
+while [[ ${#confirmed[@]} -gt 0 && $round -lt $RETRIES ]]; do
+    round=$((round + 1))
+    echo "bench-gate: ${#confirmed[@]} flagged; confirming (run $round of $RETRIES)" >&2
+    run_criterion
+    read_changes
+    still=()
+    for c in "${confirmed[@]}"; do
+        for f in "${flagged[@]}"; do
+            [[ $c == "$f" ]] && still+=("$c")
+        done
+    done
+    confirmed=("${still[@]}")
 done
 
-if [[ $regressions -gt 0 ]]; then
-    echo "bench-gate: FAIL: $regressions of ${#files[@]} benchmarks are slower than baseline '$BASELINE' by more than $(awk -v t="$THRESHOLD" 'BEGIN{print 100*t}')% (lower bound of the ${CONFIDENCE_LEVEL} interval of the mean's change)" >&2
+pct=$(awk -v t="$THRESHOLD" 'BEGIN{print 100*t}')
+if [[ ${#confirmed[@]} -gt 0 ]]; then
+    echo "bench-gate: FAIL: ${#confirmed[@]} of $total benchmarks are slower than baseline '$BASELINE' by more than $pct% (lower bound of the ${CONFIDENCE_LEVEL} interval of the mean's change) in $((round + 1)) of $((round + 1)) runs: ${confirmed[*]}" >&2
     exit 1
 fi
-echo "bench-gate: PASS: ${#files[@]} benchmarks, none slower than baseline '$BASELINE' by more than $(awk -v t="$THRESHOLD" 'BEGIN{print 100*t}')%" >&2
+echo "bench-gate: PASS: $total benchmarks, none slower than baseline '$BASELINE' by more than $pct% (confirmed in every run)" >&2
