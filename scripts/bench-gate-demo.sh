@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Demonstrates scripts/bench-gate.sh (issue 9): a baseline from this commit, a check of the
 # same build (must pass), a check of the build with the test-only slowed kernel (feature
-# `__slow-kernel-for-gate-demo`, about twice the work; must fail). A few minutes.
+# `__slow-kernel-for-gate-demo`, about twice the work; must fail). About a minute on the
+# development machine, including the confirmation runs of the failing check.
 #
 #   scripts/bench-gate-demo.sh [BENCH] [FILTER]     (default: parallel 'prefill/.*/single')
 #

@@ -27,7 +27,10 @@
 #   RETRIES=2                further check runs a flagged benchmark must fail as well
 #   WARM_UP_TIME=1 MEASUREMENT_TIME=3 SAMPLE_SIZE=30   criterion run length per benchmark
 #   CARGO_ARGS=''            extra cargo flags, e.g. '--features rayon'
-#   CARGO_TARGET_DIR         honoured (criterion writes under it)
+#   CARGO_TARGET_DIR, CRITERION_HOME   honoured (where criterion writes)
+#
+# Needs bash 4.4 or later (mapfile; empty arrays under `set -u`). Confirmation runs re-run
+# the whole filter, not only the flagged benchmarks.
 #
 # Exit status: 0 pass (or baseline saved), 1 regression, 2 usage or run failure.
 #
@@ -58,10 +61,18 @@ SAMPLE_SIZE=${SAMPLE_SIZE:-30}
 CARGO_ARGS=${CARGO_ARGS:-}
 RETRIES=${RETRIES:-2}
 
+is_number() { [[ $1 =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]]; }
+for v in THRESHOLD NOISE_THRESHOLD SIGNIFICANCE_LEVEL CONFIDENCE_LEVEL WARM_UP_TIME MEASUREMENT_TIME; do
+    is_number "${!v}" || { echo "bench-gate: $v='${!v}' is not a number (e.g. THRESHOLD=0.10 for 10%)" >&2; exit 2; }
+done
+for v in RETRIES SAMPLE_SIZE; do
+    [[ ${!v} =~ ^[0-9]+$ ]] || { echo "bench-gate: $v='${!v}' is not a whole number" >&2; exit 2; }
+done
+
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 target_dir=${CARGO_TARGET_DIR:-$root/target}
-crit="$target_dir/criterion"
+crit=${CRITERION_HOME:-$target_dir/criterion}
 
 criterion_args=(
     --noplot
@@ -79,20 +90,19 @@ else
 fi
 [[ -n $filter ]] && criterion_args+=("$filter")
 
-# A change/ directory left by an earlier run would be read as this run's: remove them all
-# (criterion rewrites the ones of the benchmarks it runs). Baselines are not touched.
-if [[ -d $crit ]]; then
-    find "$crit" -type d -name change -prune -exec rm -rf {} +
-fi
-
 echo "bench-gate: $mode '$bench' filter='${filter}' baseline='$BASELINE' threshold=$THRESHOLD" >&2
 
 # One criterion run of the benchmarks (save: records the baseline; check: compares with it).
 run_criterion() {
     # A change/ directory left by an earlier run would be read as this run's: remove them
     # all (criterion rewrites the ones of the benchmarks it runs). Baselines are not touched.
+    # Only a benchmark's own change/ (next to its new/): a group or benchmark that happens to
+    # be called `change` is kept.
     if [[ -d $crit ]]; then
-        find "$crit" -type d -name change -prune -exec rm -rf {} +
+        local d
+        while IFS= read -r d; do
+            [[ -d $d/../new ]] && rm -rf "$d"
+        done < <(find "$crit" -mindepth 2 -type d -name change)
     fi
     # shellcheck disable=SC2086 # CARGO_ARGS is a list of flags
     if ! cargo bench --bench "$bench" $CARGO_ARGS -- "${criterion_args[@]}"; then
@@ -101,10 +111,18 @@ run_criterion() {
     fi
 }
 
+stamp=$(mktemp)
+trap 'rm -f "$stamp"' EXIT
 run_criterion
 if [[ $mode == save ]]; then
-    n=$(find "$crit" -type d -path "*/$BASELINE" | wc -l)
-    echo "bench-gate: baseline '$BASELINE' holds $n benchmarks under $crit" >&2
+    # Only the baselines this run wrote: a filter that matched nothing saved nothing.
+    n=0
+    [[ -d $crit ]] && n=$(find "$crit" -type f -path "*/$BASELINE/estimates.json" -newer "$stamp" | wc -l)
+    if [[ $n -eq 0 ]]; then
+        echo "bench-gate: no benchmark saved (does filter '$filter' match any benchmark of '$bench'?)" >&2
+        exit 2
+    fi
+    echo "bench-gate: baseline '$BASELINE' saved for $n benchmarks under $crit" >&2
     exit 0
 fi
 
@@ -114,7 +132,8 @@ fi
 num='-?[0-9.]+([eE][-+]?[0-9]+)?'
 read_changes() {
     flagged=()
-    mapfile -t files < <(find "$crit" -type f -path '*/change/estimates.json' | sort)
+    files=()
+    [[ -d $crit ]] && mapfile -t files < <(find "$crit" -type f -path '*/change/estimates.json' | sort)
     if [[ ${#files[@]} -eq 0 ]]; then
         echo "bench-gate: no benchmark compared (filter matched nothing?)" >&2
         exit 2

@@ -168,14 +168,28 @@ impl Aligned {
     /// f32 per 64-byte line.
     const LINE: usize = 16;
 
-    /// `len` zeros on a 64-byte boundary; `None` if the size overflows.
-    fn zeroed(len: usize) -> Option<Self> {
-        let n = len.checked_add(Self::LINE - 1)?;
-        n.checked_mul(core::mem::size_of::<f32>()).filter(|&b| b <= isize::MAX as usize)?;
-        let buf = alloc::vec![0.0f32; n];
-        // f32 addresses are multiples of 4, so some index below LINE is on a 64-byte line.
-        let at = buf.as_ptr().align_offset(64).min(Self::LINE - 1);
-        Some(Aligned { buf, at, len })
+    /// `len` zeros on a 64-byte boundary.
+    ///
+    /// # Errors
+    /// [`RopeError::PositionOverflow`] if the size overflows the address space,
+    /// [`RopeError::OutOfMemory`] if the allocator refuses it.
+    fn zeroed(len: usize) -> Result<Self, RopeError> {
+        let n = len.checked_add(Self::LINE - 1).ok_or(RopeError::PositionOverflow)?;
+        let bytes = n
+            .checked_mul(core::mem::size_of::<f32>())
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or(RopeError::PositionOverflow)?;
+        let mut buf = alloc::vec::Vec::new();
+        buf.try_reserve_exact(n).map_err(|_| RopeError::OutOfMemory { bytes })?;
+        buf.resize(n, 0.0f32);
+        let at = Self::line_start(&buf);
+        Ok(Aligned { buf, at, len })
+    }
+
+    /// The first index below `LINE` on a 64-byte line (f32 addresses are multiples of 4, so
+    /// there is one; `LINE - 1` where `align_offset` declines to say, as Miri may).
+    fn line_start(buf: &[f32]) -> usize {
+        buf.as_ptr().align_offset(64).min(Self::LINE - 1)
     }
 
     fn get(&self) -> &[f32] {
@@ -189,11 +203,14 @@ impl Aligned {
 
 #[cfg(feature = "alloc")]
 impl Clone for Aligned {
-    /// A copy with its own 64-byte alignment (a plain `Vec` clone could move the boundary).
+    /// A copy with its own 64-byte alignment: the clone's buffer may start elsewhere within a
+    /// line, so its contents move to the new boundary (the buffer has `LINE - 1` spare
+    /// elements for that). Like any `Vec` clone, aborts if the allocation fails.
     fn clone(&self) -> Self {
-        let mut c = Aligned::zeroed(self.len).expect("the original's size did not overflow");
-        c.get_mut().copy_from_slice(self.get());
-        c
+        let mut buf = self.buf.clone();
+        let at = Self::line_start(&buf);
+        buf.copy_within(self.at..self.at + self.len, at);
+        Aligned { buf, at, len: self.len }
     }
 }
 
@@ -206,11 +223,13 @@ impl Clone for RopeCache {
 
 #[cfg(feature = "alloc")]
 impl RopeCache {
-    /// A zeroed cache of `rows` rows of `pairs` (`pairs >= 1`); `None` if the size
-    /// overflows.
-    pub(crate) fn zeroed(rows: usize, pairs: usize) -> Option<Self> {
-        let n = rows.checked_mul(pairs)?;
-        Some(RopeCache { cos: Aligned::zeroed(n)?, sin: Aligned::zeroed(n)?, pairs })
+    /// A zeroed cache of `rows` rows of `pairs` (`pairs >= 1`).
+    ///
+    /// # Errors
+    /// As [`Aligned::zeroed`].
+    pub(crate) fn zeroed(rows: usize, pairs: usize) -> Result<Self, RopeError> {
+        let n = rows.checked_mul(pairs).ok_or(RopeError::PositionOverflow)?;
+        Ok(RopeCache { cos: Aligned::zeroed(n)?, sin: Aligned::zeroed(n)?, pairs })
     }
 
     /// Both arrays, to fill.

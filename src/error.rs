@@ -89,6 +89,13 @@ pub enum RopeError {
     },
     /// `start + tokens - 1` does not fit in a `u32` position.
     PositionOverflow,
+    /// An allocation failed: only [`Rope::build_cache`](crate::Rope::build_cache) allocates
+    /// (feature `alloc`), and reports a cache larger than the allocator can give instead of
+    /// aborting the process.
+    OutOfMemory {
+        /// Bytes requested for one of the two arrays (cos or sin).
+        bytes: usize,
+    },
     /// A position is at or past the end of the cos/sin table or cache.
     PositionOutOfRange {
         /// The offending position.
@@ -198,6 +205,7 @@ impl fmt::Display for RopeError {
                 write!(f, "{positions} position_ids for {tokens} tokens")
             }
             RopeError::PositionOverflow => f.write_str("start position + tokens overflows u32"),
+            RopeError::OutOfMemory { bytes } => write!(f, "allocation of {bytes} bytes failed"),
             RopeError::PositionOutOfRange { position, rows } => {
                 write!(f, "position {position} is outside the cos/sin table of {rows} rows")
             }

@@ -309,7 +309,8 @@ impl Rope {
     /// # Errors
     /// [`RopeError::PositionOverflow`] if `max_positions > 2^32` (positions are `u32`) or
     /// the two `max_positions * rotary_dim / 2` tables would not fit in the address space;
-    /// checked before anything is allocated.
+    /// checked before anything is allocated. [`RopeError::OutOfMemory`] if the allocator
+    /// refuses them (the process is not aborted).
     #[cfg(feature = "alloc")]
     pub fn build_cache(&self, max_positions: usize) -> Result<crate::RopeCache, RopeError> {
         let pairs = self.config.pairs();
@@ -318,7 +319,7 @@ impl Rope {
         if u64::try_from(max_positions).map_or(true, |m| m > 1 << 32) {
             return Err(RopeError::PositionOverflow);
         }
-        let mut cache = crate::RopeCache::zeroed(max_positions, pairs).ok_or(RopeError::PositionOverflow)?;
+        let mut cache = crate::RopeCache::zeroed(max_positions, pairs)?;
         let (cos, sin) = cache.arrays_mut();
         self.fill_table(0, cos, sin)?;
         Ok(cache)

@@ -492,7 +492,26 @@ fn position_overflow() -> Vec<RopeError> {
         assert_eq!(rope.build_cache(max).map(|_| ()), Err(RopeError::PositionOverflow), "{max}");
         errs.push(RopeError::PositionOverflow);
     }
+    #[cfg(all(feature = "alloc", target_pointer_width = "64"))]
+    errs.extend(cache_out_of_memory());
     errs
+}
+
+/// `build_cache` of 2^32 positions × 256 pairs: 4 TiB per array, within the position range,
+/// refused by the allocator: an error, not an abort. Only where the kernel refuses what it
+/// cannot back (Linux `vm.overcommit_memory` 0 or 2; with 1 the allocation would succeed
+/// and filling it would run the machine out of memory) and not under Miri.
+#[cfg(all(feature = "alloc", target_pointer_width = "64"))]
+fn cache_out_of_memory() -> Vec<RopeError> {
+    let mode = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap_or_default();
+    if cfg!(miri) || !matches!(mode.trim(), "0" | "2") {
+        println!("skipping the OutOfMemory case: overcommit mode {mode:?} or Miri");
+        return Vec::new();
+    }
+    let big = Rope::new(RopeConfig::new(512, 10_000.0)).unwrap();
+    let e = big.build_cache(1 << 32).map(|_| ());
+    assert_eq!(e, Err(RopeError::OutOfMemory { bytes: ((1 << 32) * 256 + 15) * 4 }));
+    vec![e.unwrap_err()]
 }
 
 /// cos/sin rows of positions `0..rows` in owned vectors.

@@ -392,6 +392,91 @@ fn all_bf16_patterns_match_oracle() {
     all_patterns::<bf16>();
 }
 
+/// Calls large enough for the kernels' prefetch path (more than 512 KB of rotated input;
+/// `[t][h][d]` prefetches, `[h][t][d]` does not), GQA k, both layouts, in place and out of
+/// place, every tier against the oracle, with canaries around every buffer. Not under Miri
+/// (millions of elements).
+fn prefetching_calls<T: Bits>(seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (tokens, q_heads, k_heads, head_dim) = (300, 12, 4, 128);
+    let rope_cfg = |layout| RopeConfig::new(head_dim, 500_000.0).with_layout(layout);
+    for layout in [Layout::HalfSplit, Layout::Interleaved] {
+        for bhsd in [false, true] {
+            let view =
+                |h| if bhsd { View::bhsd(tokens, h, head_dim) } else { View::bshd(tokens, h, head_dim) };
+            let (qv, kv) = (view(q_heads), view(k_heads));
+            let q0 = padded::<T>(&mut rng, tokens * q_heads * head_dim);
+            let k0 = padded::<T>(&mut rng, tokens * k_heads * head_dim);
+            let opts = Apply::start(7);
+            // In place on the live part of canary-padded copies of q0 and k0.
+            let in_place = |rope: &Rope| {
+                let (mut q, mut k) = (q0.clone(), k0.clone());
+                let (nq, nk) = (q.len(), k.len());
+                let k_live = HeadsMut::new(&mut k[PAD..nk - PAD], kv);
+                rope.apply_qk(HeadsMut::new(&mut q[PAD..nq - PAD], qv), Some(k_live), &opts).unwrap();
+                (q, k)
+            };
+            let oracle = Rope::new(rope_cfg(layout)).unwrap().with_tier(Tier::Scalar).unwrap();
+            let (eq, ek) = in_place(&oracle);
+            for tier in tiers() {
+                let rope = Rope::new(rope_cfg(layout)).unwrap().with_tier(tier).unwrap();
+                let what = format!("{tier} {} {layout:?} bhsd={bhsd}", T::NAME);
+                let (gq, gk) = in_place(&rope);
+                assert_eq!(bits(&eq), bits(&gq), "{what}: q in place (canaries included)");
+                assert_eq!(bits(&ek), bits(&gk), "{what}: k in place (canaries included)");
+                // Out of place into canary-padded outputs.
+                let (mut oq, mut ok) =
+                    (padded::<T>(&mut rng, q0.len() - 2 * PAD), padded::<T>(&mut rng, k0.len() - 2 * PAD));
+                let (oq0, ok0) = (oq.clone(), ok.clone());
+                {
+                    let (nq, nk) = (oq.len(), ok.len());
+                    rope.apply_qk_into(
+                        Heads::new(&q0[PAD..q0.len() - PAD], qv),
+                        HeadsMut::new(&mut oq[PAD..nq - PAD], qv),
+                        Some((
+                            Heads::new(&k0[PAD..k0.len() - PAD], kv),
+                            HeadsMut::new(&mut ok[PAD..nk - PAD], kv),
+                        )),
+                        &opts,
+                    )
+                    .unwrap();
+                }
+                assert_eq!(
+                    bits(&eq[PAD..eq.len() - PAD]),
+                    bits(&oq[PAD..oq.len() - PAD]),
+                    "{what}: q out of place"
+                );
+                assert_eq!(
+                    bits(&ek[PAD..ek.len() - PAD]),
+                    bits(&ok[PAD..ok.len() - PAD]),
+                    "{what}: k out of place"
+                );
+                for (o, o0, name) in [(&oq, &oq0, "q"), (&ok, &ok0, "k")] {
+                    let n = o.len();
+                    assert_eq!(bits(&o[..PAD]), bits(&o0[..PAD]), "{what}: {name} output canary before");
+                    assert_eq!(
+                        bits(&o[n - PAD..]),
+                        bits(&o0[n - PAD..]),
+                        "{what}: {name} output canary after"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "millions of elements")]
+fn prefetching_calls_match_oracle_f32() {
+    prefetching_calls::<f32>(0xFE7C_4001);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "millions of elements")]
+fn prefetching_calls_match_oracle_bf16() {
+    prefetching_calls::<bf16>(0xFE7C_4002);
+}
+
 /// Hand-computed results (not just agreement with the oracle): ties to even, subnormal
 /// results, overflow, canonical NaN. One pair, `HalfSplit`, forward: `y0 = x0*c - x1*s`.
 #[test]

@@ -165,6 +165,7 @@ pub(crate) fn from_error(e: RopeError) -> rope_status {
         RopeError::ShapeMismatch { .. } => ROPE_SHAPE_MISMATCH,
         RopeError::PositionCountMismatch { .. } => ROPE_POSITION_COUNT_MISMATCH,
         RopeError::PositionOverflow => ROPE_POSITION_OVERFLOW,
+        RopeError::OutOfMemory { .. } => ROPE_OUT_OF_MEMORY,
         RopeError::PositionOutOfRange { .. } => ROPE_POSITION_OUT_OF_RANGE,
         RopeError::TableShape => ROPE_TABLE_SHAPE,
         RopeError::TierUnavailable => ROPE_TIER_UNAVAILABLE,

@@ -93,6 +93,7 @@ fn every_rope_error_kind_has_its_status() {
         (RopeError::ShapeMismatch { operand: q }, ROPE_SHAPE_MISMATCH),
         (RopeError::PositionCountMismatch { tokens: 2, positions: 1 }, ROPE_POSITION_COUNT_MISMATCH),
         (RopeError::PositionOverflow, ROPE_POSITION_OVERFLOW),
+        (RopeError::OutOfMemory { bytes: 1 << 40 }, ROPE_OUT_OF_MEMORY),
         (RopeError::PositionOutOfRange { position: 3, rows: 2 }, ROPE_POSITION_OUT_OF_RANGE),
         (RopeError::TableShape, ROPE_TABLE_SHAPE),
         (RopeError::TierUnavailable, ROPE_TIER_UNAVAILABLE),

@@ -50,12 +50,14 @@ pub(crate) struct RotateArgs<'a, T> {
     pub sin: &'a [f32],
     pub layout: Layout,
     pub inverse: bool,
-    /// Whether the kernel should prefetch heads ahead: set when the whole call touches more
-    /// than [`PREFETCH_MIN_BYTES`] (a hint; results do not depend on it).
+    /// Whether the kernel should prefetch heads ahead (a hint; results do not depend on it):
+    /// set when the rotated input bytes of the whole call exceed [`PREFETCH_MIN_BYTES`] and
+    /// the heads of a token lie closer together than a head's consecutive tokens.
     pub prefetch: bool,
 }
 
-/// Calls that touch more bytes than this (all tokens, heads and tensors of the call) ask the
+/// Calls whose rotated input is larger than this (`rotary_dim` elements of every token and
+/// head of q and k; pass-through dimensions and out-of-place outputs are not counted) ask the
 /// kernels to prefetch ([`RotateArgs::prefetch`]). Smaller ones (decode: 20 KB for 40 heads
 /// of 128 f32) are usually still in cache from the projection that produced them.
 pub(crate) const PREFETCH_MIN_BYTES: usize = 512 * 1024;

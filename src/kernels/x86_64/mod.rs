@@ -1,8 +1,8 @@
 //! x86-64 tiers: AVX2 (+ FMA + F16C) and AVX-512F.
 //!
 //! Each module holds a zero-sized token implementing [`Simd`](super::generic::Simd) with
-//! `core::arch` intrinsics, and two `#[target_feature]` boundary functions that run the
-//! generic kernel with it. The dispatcher (`crate::dispatch`) hands out a module's
+//! `core::arch` intrinsics, and the `#[target_feature]` boundary functions (`rotate`,
+//! `scale`, `add_row`, `alibi_row`) that run the generic kernels with it. The dispatcher (`crate::dispatch`) hands out a module's
 //! `KERNELS` only after detecting its features.
 //!
 //! Miri interprets the generic-SIMD intrinsics used here, but not the f16 conversion
