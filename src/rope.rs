@@ -661,6 +661,10 @@ struct TokenParams<'a> {
     pairs: usize,
 }
 
+/// A cos or sin row buffer on a 64-byte line (a cache line; one AVX-512 vector).
+#[repr(C, align(64))]
+struct LineRow([f32; MAX_PAIRS]);
+
 /// Rotates tokens `range` of every tensor of a validated call: the one per-token loop of
 /// the single calls ([`Rope::apply_qk_into`] and its siblings) and of the [`TokenChunk`]s of
 /// a [`PreparedCall`], so that both give the same bits. Each token gets one cos/sin row
@@ -755,12 +759,14 @@ unsafe fn rotate_tokens<T: Element>(
         }
         CosSin::OnTheFly => {
             let gen = SinCos::of(p.kernels);
-            let mut cos_buf = [0.0f32; MAX_PAIRS];
-            let mut sin_buf = [0.0f32; MAX_PAIRS];
+            // On 64-byte lines, like `RopeCache` rows: the kernels' row loads of every head
+            // then never straddle two lines.
+            let (mut cos_buf, mut sin_buf) = (LineRow([0.0; MAX_PAIRS]), LineRow([0.0; MAX_PAIRS]));
             for t in range {
                 let pos = p.positions.get(t);
-                fill_row(gen, freqs, p.mode, pos, &mut cos_buf[..pairs], &mut sin_buf[..pairs]);
-                rotate_token(t, &cos_buf[..pairs], &sin_buf[..pairs]);
+                let (cos, sin) = (&mut cos_buf.0[..pairs], &mut sin_buf.0[..pairs]);
+                fill_row(gen, freqs, p.mode, pos, cos, sin);
+                rotate_token(t, cos, sin);
             }
         }
     }
