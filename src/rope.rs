@@ -480,10 +480,11 @@ impl Rope {
         let Some(freqs) = self.check_call(tokens, tensors, opts, &mut dynamic)? else {
             return Ok(());
         };
-        // SAFETY: the tensors come from views validated against the buffers this call
-        // borrows (`apply_qk`, `apply_qk_into`), all `tokens` long; the call holds the only
-        // borrows of those buffers; `check_call` passed the positions and cos/sin source
-        // for `tokens` tokens; `kernels()` comes from the dispatcher.
+        // The tensors come from views validated against the buffers this call borrows
+        // (`apply_qk`, `apply_qk_into`), all `tokens` long; the call holds the only borrows of
+        // those buffers; `check_call` passed the positions and cos/sin source for `tokens`
+        // tokens; `kernels()` comes from the dispatcher.
+        // SAFETY: the contract of `rotate_tokens` holds, as just said.
         unsafe { rotate_tokens(&self.token_params(opts, tokens), freqs, tensors, 0..tokens) };
         Ok(())
     }

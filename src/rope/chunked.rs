@@ -303,11 +303,12 @@ impl<'c, T: Element> TokenChunk<'c, T> {
     /// Rotates the chunk's tokens (in place, or into the outputs) on this thread.
     pub fn run(self) {
         let s = self.shared;
-        // SAFETY: the call validated its views against buffers it borrows for `'c`, and its
-        // positions and cos/sin source (`Rope::check_call`); `self.range` lies within its
-        // tokens and no other chunk covers it, and a token's rows share no element with
-        // other tokens' (module docs), so nothing else touches them now; the kernels came
-        // from the dispatcher.
+        // The call validated its views against buffers it borrows for `'c`, and its positions
+        // and cos/sin source (`Rope::check_call`); `self.range` lies within its tokens and no
+        // other chunk covers it, and a token's rows share no element with other tokens'
+        // (module docs), so nothing else touches them now; the kernels came from the
+        // dispatcher.
+        // SAFETY: the contract of `rotate_tokens` holds, as just said.
         unsafe { rotate_tokens(&s.params, s.freqs(), &self.tensors, self.range) };
     }
 }
