@@ -25,7 +25,7 @@ pub enum Tier {
     Neon = 3,
     /// x86-64 AVX2 + FMA + F16C intrinsics.
     Avx2 = 4,
-    /// x86-64 AVX-512F intrinsics.
+    /// x86-64 AVX-512F intrinsics (chosen only when AVX2, FMA and F16C are present too).
     Avx512 = 5,
 }
 
@@ -66,9 +66,20 @@ mod cpuid {
     cpufeatures::new!(avx2_fma, "avx2", "fma");
     cpufeatures::new!(avx512, "avx512f");
 
-    /// (AVX2 + FMA + F16C, AVX-512F).
+    /// (AVX2 tier usable, AVX-512 tier usable) on this CPU (see [`tiers_from`]).
     pub(super) fn detect() -> (bool, bool) {
-        (avx2_fma::get() && f16c(), avx512::get())
+        tiers_from(avx2_fma::get(), f16c(), avx512::get())
+    }
+
+    /// Which x86-64 tiers a CPU with these features can run: the AVX2 tier needs AVX2, FMA
+    /// and F16C; the AVX-512 tier needs AVX-512F **and** all of those, because its code is
+    /// compiled with `avx512f`, which implies them (rustc may emit, and the f16 paths do
+    /// emit, AVX2, FMA and F16C instructions there). A virtual CPU can mask F16C or AVX2
+    /// while exposing AVX-512F; selecting the AVX-512 tier on AVX-512F alone would then
+    /// raise SIGILL.
+    pub(super) const fn tiers_from(avx2_fma: bool, f16c: bool, avx512f: bool) -> (bool, bool) {
+        let avx2 = avx2_fma && f16c;
+        (avx2, avx2 && avx512f)
     }
 
     /// F16C (CPUID.1:ECX bit 29), which `cpufeatures` does not name. It needs the same
@@ -280,5 +291,23 @@ mod tests {
             }
         }
         assert!(kernels_for(Tier::Scalar).is_some() && kernels_for(Tier::Portable).is_some());
+    }
+
+    /// The AVX-512 tier is chosen only with every feature its code is compiled for (issue
+    /// 16: on AVX-512F alone, a virtual CPU with F16C masked got SIGILL).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_tier_needs_avx2_fma_f16c() {
+        use super::cpuid::tiers_from;
+        // (avx2+fma, f16c, avx512f) -> (avx2 tier, avx512 tier)
+        assert_eq!(tiers_from(true, true, true), (true, true));
+        assert_eq!(tiers_from(true, true, false), (true, false));
+        assert_eq!(tiers_from(true, false, true), (false, false), "F16C masked");
+        assert_eq!(tiers_from(false, true, true), (false, false), "AVX2 or FMA masked");
+        assert_eq!(tiers_from(false, false, false), (false, false));
+        // What this CPU reports agrees with the rule.
+        let (avx2, avx512) = super::cpuid::detect();
+        assert!(!avx512 || avx2);
+        assert_eq!(Tier::Avx512.is_available(), avx512);
     }
 }

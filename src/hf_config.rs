@@ -419,20 +419,31 @@ fn scaling_from(
     let max_required =
         || max_pos.ok_or(ConfigError::Missing { field: "max_position_embeddings".to_string() });
     // transformers: `rope_parameters["original_max_position_embeddings"]`, standardized from
-    // the top-level field or `max_position_embeddings`.
+    // the top-level field or `max_position_embeddings`. A zero is an error naming the field
+    // it came from, before anything divides by it (the fallback `factor` below).
     let original = || -> Result<u64, ConfigError> {
-        match rope.u64("original_max_position_embeddings")?.or(top_original).or(max_pos) {
-            Some(o) => Ok(o),
-            None => Err(ConfigError::Missing { field: rope.name("original_max_position_embeddings") }),
+        let (value, field) = if let Some(o) = rope.u64("original_max_position_embeddings")? {
+            (o, rope.name("original_max_position_embeddings"))
+        } else if let Some(o) = top_original {
+            (o, "original_max_position_embeddings".to_string())
+        } else if let Some(o) = max_pos {
+            (o, "max_position_embeddings".to_string())
+        } else {
+            return Err(ConfigError::Missing { field: rope.name("original_max_position_embeddings") });
+        };
+        if value == 0 {
+            let error = RopeError::InvalidScalingParameter { name: "original_max_position_embeddings" };
+            return Err(ConfigError::Invalid { field, error });
         }
+        Ok(value)
     };
-    // `factor` when present, else `max_position_embeddings / original`.
+    // `factor` when present, else `max_position_embeddings / original` (`original > 0`).
     let factor_or_ratio = |orig: u64| -> Result<f64, ConfigError> {
         match rope.f64("factor")? {
             Some(f) => Ok(f),
             None => match max_pos {
-                Some(m) if orig > 0 => Ok(m as f64 / orig as f64),
-                _ => Err(ConfigError::Missing { field: rope.name("factor") }),
+                Some(m) => Ok(m as f64 / orig as f64),
+                None => Err(ConfigError::Missing { field: rope.name("factor") }),
             },
         }
     };

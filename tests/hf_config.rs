@@ -277,6 +277,40 @@ fn invalid_values_name_the_field() {
             RopeError::InvalidScalingParameter { name: "original_max_position_embeddings" }
         )
     );
+    // Without a `factor` the fallback would divide by the zero: the error names the zero,
+    // not a missing `factor` (issue 16), wherever it was written.
+    assert_eq!(
+        parse_err(&with(
+            r#""max_position_embeddings": 8192, "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 0}"#
+        )),
+        invalid(
+            "rope_scaling.original_max_position_embeddings",
+            RopeError::InvalidScalingParameter { name: "original_max_position_embeddings" }
+        )
+    );
+    assert_eq!(
+        parse_err(&with(r#""rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 0}"#)),
+        invalid(
+            "rope_scaling.original_max_position_embeddings",
+            RopeError::InvalidScalingParameter { name: "original_max_position_embeddings" }
+        )
+    );
+    assert_eq!(
+        parse_err(&with(
+            r#""max_position_embeddings": 8192, "original_max_position_embeddings": 0, "rope_scaling": {"type": "longrope", "short_factor": [1], "long_factor": [1]}"#
+        )),
+        invalid(
+            "original_max_position_embeddings",
+            RopeError::InvalidScalingParameter { name: "original_max_position_embeddings" }
+        )
+    );
+    assert_eq!(
+        parse_err(&with(r#""max_position_embeddings": 0, "rope_scaling": {"rope_type": "yarn"}"#)),
+        invalid(
+            "max_position_embeddings",
+            RopeError::InvalidScalingParameter { name: "original_max_position_embeddings" }
+        )
+    );
     assert_eq!(
         parse_err(&with(
             r#""rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 4096, "beta_fast": 1, "beta_slow": 2}"#

@@ -17,7 +17,8 @@ use crate::kernels::{kernels_table, Kernels, RotateArgs};
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx512, crate::kernels::sincos::avx512::fill_row);
 
-/// Proof that the CPU supports AVX-512F.
+/// Proof that the CPU supports AVX-512F and the AVX2, FMA and F16C it implies (the
+/// dispatcher checks all four; see `dispatch::cpuid::tiers_from`).
 #[derive(Clone, Copy)]
 pub(crate) struct Avx512(());
 
