@@ -135,7 +135,7 @@ fn features() -> u8 {
 /// The kernel table of `tier`, or `None` if this build or CPU lacks it.
 pub(crate) fn kernels_for(tier: Tier) -> Option<&'static Kernels> {
     // Test-only: a deliberately broken kernel in the portable tier's slot (kernels/mutant.rs).
-    #[cfg(feature = "__broken-tier-for-fuzz-demo")]
+    #[cfg(rope_broken_tier_demo)]
     if tier == Tier::Portable {
         return Some(&kernels::mutant::KERNELS);
     }

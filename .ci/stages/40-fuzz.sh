@@ -69,10 +69,12 @@ if [ $demo = 1 ]; then
   # diff_f32 with the portable tier replaced by a mutant whose tail pair ignores the
   # direction (src/kernels/mutant.rs), from an empty corpus (no seed shows it the bug) and
   # a fixed libFuzzer seed. Succeeds only if the fuzzer reports the mismatch in time.
-  echo "=== broken-tier demo: diff_f32 --features broken-tier-demo, empty corpus, ${SECONDS_PER_TARGET}s"
-  cargo "${toolchain[@]}" fuzz build "${fuzz_flags[@]}" --features broken-tier-demo diff_f32
+  # The mutant is switched in by a cfg flag (cargo-fuzz appends RUSTFLAGS to its own).
+  export RUSTFLAGS="${RUSTFLAGS:-} --cfg rope_broken_tier_demo"
+  echo "=== broken-tier demo: diff_f32 with --cfg rope_broken_tier_demo, empty corpus, ${SECONDS_PER_TARGET}s"
+  cargo "${toolchain[@]}" fuzz build "${fuzz_flags[@]}" diff_f32
   start=$(date +%s%N)
-  if run_target diff_f32 "$logs/demo.log" "$logs/demo-corpus" --features broken-tier-demo "$logs/demo-corpus" \
+  if run_target diff_f32 "$logs/demo.log" "$logs/demo-corpus" "$logs/demo-corpus" \
     -- -seed=1 -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 \
     -artifact_prefix="fuzz/artifacts/diff_f32/demo-"; then
     tail -20 "$logs/demo.log"

@@ -24,7 +24,7 @@ pub(crate) use crate::encodings::row_kernels::{AddRowFn, AlibiRowFn};
 #[cfg(all(target_arch = "aarch64", target_endian = "little"))]
 pub(crate) mod aarch64;
 pub(crate) mod generic;
-#[cfg(feature = "__broken-tier-for-fuzz-demo")]
+#[cfg(rope_broken_tier_demo)]
 pub(crate) mod mutant;
 pub(crate) mod portable;
 pub(crate) mod scalar;

@@ -1,15 +1,15 @@
 //! A deliberately broken tier, for one demonstration: that the `diff_f32` fuzz target
 //! catches a tier that mishandles a tail. Never part of a real build.
 //!
-//! With the feature `__broken-tier-for-fuzz-demo` (not in `default`; the double underscore
-//! marks it internal), [`dispatch::kernels_for`](crate::dispatch) returns this table in
-//! the slot of [`Tier::Portable`], so the fuzz target, which compares every available tier
-//! with the scalar one, sees a "portable" tier with a bug. The module refuses to compile
-//! outside `cargo fuzz` (which sets `--cfg fuzzing`), so the feature cannot slip into a
-//! test, a benchmark or a library build:
+//! With `--cfg rope_broken_tier_demo` in `RUSTFLAGS` (a cfg flag, not a feature, so that
+//! no `--all-features` build picks it up), [`dispatch::kernels_for`](crate::dispatch)
+//! returns this table in the slot of [`Tier::Portable`], so the fuzz target, which
+//! compares every available tier with the scalar one, sees a "portable" tier with a bug.
+//! The module refuses to compile outside `cargo fuzz` (which sets `--cfg fuzzing`), so the
+//! flag cannot slip into a test, a benchmark or a library build:
 //!
 //! ```text
-//! cargo +nightly fuzz run --features broken-tier-demo diff_f32 -- -max_total_time=60
+//! RUSTFLAGS='--cfg rope_broken_tier_demo' cargo +nightly fuzz run diff_f32 -- -max_total_time=60
 //! ```
 //!
 //! The bug is the kind SIMD kernels have: pairs are processed two at a time, and when
@@ -19,7 +19,7 @@
 
 #[cfg(not(fuzzing))]
 compile_error!(
-    "the feature `__broken-tier-for-fuzz-demo` installs a deliberately wrong kernel; it only \
+    "`--cfg rope_broken_tier_demo` installs a deliberately wrong kernel; it only \
      builds under `cargo fuzz` (cfg(fuzzing)) for the broken-tier demonstration"
 );
 

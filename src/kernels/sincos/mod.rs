@@ -32,9 +32,10 @@
 //! products with `a`, `b` (one of them is 0, the other ±1) and the sums with a zero term are
 //! exact, so the quadrant step only permutes and negates `C` and `S`.
 //!
-//! `hi + lo` comes from [`split_turns`] for `Exact` (`inv_freq * (1/2π)` formed in
-//! double-double against a 3-part `1/2π` with Dekker's exact product, reduced mod 1 and
-//! split with Veltkamp's method; stored in [`Frequencies`], computed once per frequency set), and is the
+//! `hi + lo` comes from [`split_turns`] for `Exact` (`inv_freq * (1/2π)` formed against a
+//! 4-part `1/2π` with Dekker's exact products, each term reduced mod 1 exactly, summed in
+//! double-double and split with Veltkamp's method; see [`turns`]; stored in
+//! [`Frequencies`], computed once per frequency set), and is the
 //! constant `1/2π` split to 29 + 53 bits for `HfCompatible` (the f32 angle has 24 significant
 //! bits, so `P * hi` is again exact). In `HfCompatible` mode the angle is formed as
 //! `f64(f32(p)) * f64(inv_freq_f32)` (exact in f64) rounded to f32, which is the f32 product
@@ -47,15 +48,16 @@
 //! # Error bound
 //!
 //! Let `D = |inv_freq / 2π mod 1| <= 1/2` (`D = inv_freq / 2π <= 0.16` for `inv_freq <= 1`,
-//! which holds for every `theta >= 1` with any frequency-lowering scaling) and `C = inv_freq /
-//! 2π`. The reduced angle (in turns) is off by at most
+//! which holds for every `theta >= 1` with any frequency-lowering scaling). The reduced
+//! angle (in turns) is off by at most
 //!
 //! ```text
-//! delta(p) <= 2^-54 + 3 * 2^-74 * p * D + 2^-104 * p * C      turns
+//! delta(p) <= 2^-54 + 3 * 2^-74 * p * D + 2^-99 * p      turns
 //! ```
 //!
 //! (`lo` is rounded to f64, `P * lo` and `r + P * lo` each round once, `|lo| <= 2^-21 D`
-//! about; the double-double `C` is good to `2^-104 C`; every other step is exact). The
+//! about; [`turns`] is good to `2^-99` turns for every accepted `inv_freq <= 2^95`, whatever
+//! its size; every other step is exact). The
 //! polynomials are within `1.6941e-12` (sin) and `6.153e-14` (cos) of the true functions
 //! (Remez, exact arithmetic); rounding the coefficients to f64 and the f64 Horner evaluation
 //! add at most about `1e-15`, and the measured total on a dense grid is `1.694e-12` and
@@ -67,10 +69,10 @@
 //! ```
 //!
 //! which for every `u32` position and `inv_freq <= 1` is at most `2.5e-12` (the position
-//! term is `6.8e-13` at `p = 2^32`: it grows linearly, from `3.5e-16` at `p = 0`). The same
-//! formula holds for any `inv_freq < 2^996` (where Dekker's product stays exact), with
-//! `D <= 1/2`. With `attention_factor` 1, the f32 result is within
-//! `2^-25 + 2.5e-12 <= 2.99e-8` of the true value at every `u32` position: the half ulp of
+//! term is `6.8e-13` at `p = 2^32`: it grows linearly, from `3.5e-16` at `p = 0`), and for
+//! every accepted `inv_freq <= 2^95` (`D <= 1/2`; the `2^-99 * p` term stays below `2^-67`
+//! turns) at most `2.8e-12`. With `attention_factor` 1, the f32 result is within
+//! `2^-25 + 2.8e-12 <= 2.99e-8` of the true value at every `u32` position: the half ulp of
 //! correct rounding plus 4e-5 of an ulp, far inside the 2.5e-7 target (the result is the
 //! correctly rounded one unless the true value lies within 2.5e-12 of a rounding boundary).
 //! For a general `attention_factor` the bound is half an f32 ulp of the result plus
@@ -236,8 +238,10 @@ impl SinCos {
     }
 }
 
-/// `1/2π` as an unevaluated sum of three f64 (about 160 bits).
-pub(crate) const INV_2PI: [f64; 3] = [0.15915494309189535, -9.839338337591243e-18, -5.360718141446502e-34];
+/// `1/2π` as an unevaluated sum of four f64 (about 215 bits; each part is the rest rounded
+/// to nearest, so the sum is within `2^-217` of `1/2π`).
+pub(crate) const INV_2PI: [f64; 4] =
+    [0.15915494309189535, -9.839338337591243e-18, -5.360718141446502e-34, 4.026781963297056e-50];
 
 /// Veltkamp's split: `x = hi + lo` exactly, `hi` with at most `53 - s` significant bits.
 /// Needs `|x| * (2^s + 1)` finite.
@@ -297,16 +301,32 @@ fn two_sum(a: f64, b: f64) -> (f64, f64) {
 
 /// The turns per position of one frequency, `inv_freq / 2π`, reduced modulo 1 and split as
 /// `hi + lo` with `|hi| <= 1/2` of at most 21 significant bits (so `p * hi` is exact for
-/// every `p < 2^32`) and `|lo| <= 2^-21 |hi|`. Good to about `2^-104 * inv_freq / 2π`.
+/// every `p < 2^32`) and `|lo| <= 2^-21 |hi|`.
+///
+/// `inv_freq * (c0 + c1 + c2 + c3)` (the four parts of [`INV_2PI`]) is formed as seven f64
+/// terms, `p_i + e_i = inv_freq * c_i` exactly by Dekker's product for `i < 3` and `p3`
+/// rounded; each term loses its whole turns exactly (`t - rint(t)` is exact for every f64,
+/// and 0 for `|t| >= 2^52`), and the fractions are summed in double-double and reduced once
+/// more. Every step but `p3`, the last part of `1/2π` and the summation is exact, so for any
+/// `0 <= inv_freq <= 2^95` (every value [`Frequencies`] accepts) the result is within
+/// `2^-99` turns of `inv_freq / 2π mod 1` (the leftover of `1/2π` contributes
+/// `2^95 * 2^-217`, `p3`'s rounding `2^-120`, the summation of seven fractions below
+/// `2^-100`). A position `p < 2^32` multiplies that by at most `2^32`: `2^-67` turns.
 pub(crate) fn turns(inv_freq: f64) -> (f64, f64) {
+    let frac = |t: f64| t - libm::rint(t);
     let (p0, e0) = two_prod(inv_freq, INV_2PI[0]);
     let (p1, e1) = two_prod(inv_freq, INV_2PI[1]);
-    let p2 = inv_freq * INV_2PI[2];
-    // C = p0 + tail, |tail| <= 2^-52 |C|; drop whole turns from the head (exact).
-    let tail = e0 + (p1 + (e1 + p2));
-    let (s, e) = two_sum(p0 - libm::rint(p0), tail);
-    // |s| > 1/2 only when |C| >= 2^52 made the tail itself exceed a turn.
-    let (s, e) = two_sum(s - libm::rint(s), e);
+    let (p2, e2) = two_prod(inv_freq, INV_2PI[2]);
+    let p3 = inv_freq * INV_2PI[3];
+    // Smallest first, into a double-double `(s, e)`; every fraction is at most 1/2.
+    let (mut s, mut e) = (0.0, 0.0);
+    for t in [p3, e2, p2, e1, p1, e0, p0] {
+        let (sum, err) = two_sum(s, frac(t));
+        (s, e) = (sum, e + err);
+    }
+    // |s| <= 7/2: drop its whole turns (exact), then fold in `e` and reduce once more.
+    let (s, e) = two_sum(frac(s), e);
+    let (s, e) = two_sum(frac(s), e);
     let (hi, rest) = veltkamp(s, 32);
     (hi, rest + e)
 }
