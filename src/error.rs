@@ -89,7 +89,7 @@ pub enum RopeError {
     },
     /// `start + tokens - 1` does not fit in a `u32` position.
     PositionOverflow,
-    /// An allocation failed: only [`Rope::build_cache`](crate::Rope::build_cache) allocates
+    /// An allocation failed: only `Rope::build_cache` allocates
     /// (feature `alloc`), and reports a cache larger than the allocator can give instead of
     /// aborting the process.
     OutOfMemory {

@@ -15,7 +15,44 @@
 //! rope.apply(HeadsMut::new(&mut q, view), &Apply::start(0))?;
 //! # Ok::<(), rope_kernels::RopeError>(())
 //! ```
+//!
+//! # Which entry point for which job
+//!
+//! Tensors are `[tokens][heads][head_dim]` with strides in elements ([`View`]: BSHD, BHSD,
+//! rows of a fused QKV buffer); element types are `f32`, [`f16`](struct@f16) and [`bf16`](struct@bf16) (math in
+//! f32, one rounding per stored element). Positions are token indices: a start offset
+//! ([`Apply::start`]) or one `position_ids` entry per token ([`Apply::ids`]).
+//!
+//! | job | call |
+//! |---|---|
+//! | configure once per model | [`RopeConfig`] (+ [`Scaling`], [`Layout`], [`AngleMode`]) → [`Rope::new`]; from a Hugging Face `config.json`: `hf_config::ModelConfig` (feature `hf-config`) |
+//! | rotate q (or k) in place | [`Rope::apply`] |
+//! | rotate q and k of one step in one call (GQA: different head counts) | [`Rope::apply_qk`] |
+//! | read one buffer, write the rotated heads to another (ggml / ONNX Runtime form) | [`Rope::apply_into`], [`Rope::apply_qk_into`] |
+//! | validate once, then run in token chunks, e.g. on your own thread pool | [`Rope::prepare`], [`Rope::prepare_qk`], [`Rope::prepare_into`], [`Rope::prepare_qk_into`] → [`PreparedCall`] → [`TokenChunk`] (`Send`) |
+//! | split a call over rayon's pool | `Rope::par_apply*` (feature `rayon`) |
+//! | cos/sin from a table instead of on the fly | a caller buffer: [`Rope::fill_table`] + [`CosSinTable`] (no allocation); a cache: `Rope::build_cache` → `RopeCache` (feature `alloc`); pass it with [`Apply::with_table`] |
+//! | the frequencies themselves (`inv_freq`, `attention_factor`) | [`Rope::frequencies`], [`Frequencies::new`]; HF's own f32 `inv_freq`: [`Rope::with_hf_inv_freq`] |
+//! | sinusoidal, learned absolute, relative buckets, ALiBi | [`encodings`] |
+//! | choose or cap the CPU tier | [`dispatch`] (process-wide), [`Rope::with_tier`] (one handle) |
+//! | from C | the `rope-kernels-capi` package: `librope_kernels.a`/`.so` and `include/rope_kernels.h` (see README) |
+//!
+//! Every invalid argument is a specific [`RopeError`]; a call that fails has written
+//! nothing.
+//!
+//! # Feature flags
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `std` | yes | `std::error::Error` impls; implies `alloc` |
+//! | `alloc` | via `std` | `RopeCache` (`Rope::build_cache`) and the `_vec` helpers of [`encodings`] |
+//! | `hf-config` | yes | `hf_config`: load a `config.json` (implies `std`, adds `serde_json`) |
+//! | `rayon` | no | `Rope::par_apply*` over rayon's pool (implies `std`) |
+//!
+//! With `default-features = false` the crate is `no_std` without allocation; it builds for
+//! `thumbv7em-none-eabihf` and `aarch64-unknown-none`.
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

@@ -57,7 +57,7 @@ pub enum CosSin<'a> {
     /// Generated per token on the fly from the frequencies (no table, no allocation).
     #[default]
     OnTheFly,
-    /// Rows of a caller table or a [`RopeCache`](crate::RopeCache), indexed by position.
+    /// Rows of a caller table or a `RopeCache` (feature `alloc`), indexed by position.
     Table(CosSinTable<'a>),
 }
 

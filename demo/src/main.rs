@@ -1,16 +1,17 @@
 //! RoPE on the shapes of a real model, read from its Hugging Face `config.json`.
 //!
 //! ```text
-//! cargo run --release --example demo                      # embedded Llama 3.1 8B config
-//! cargo run --release --example demo -- --config tests/data/configs/phi-3-128k-su.json
+//! cargo run --release -p demo                           # embedded Llama 3.1 8B config
+//! cargo run --release -p demo -- --config tests/data/configs/phi-3-128k-su.json
 //! ```
 //!
 //! Derives heads, kv heads, head_dim, rotary_dim, layout and scaling with
 //! [`rope_kernels::hf_config`], runs a prefill of 2048 tokens and 256 single-token decode
 //! steps on random q/k (q and k heads in one `apply_qk` call, GQA), checks every output
 //! element against an f64 evaluation of the rotation, and prints the error and the speed.
-//! Exits non-zero when the config cannot be used (one line naming the reason, e.g. an
-//! unsupported scaling type) or the error exceeds `1e-5 * max(1, attention_factor)`.
+//! Exits with status 2 when the config cannot be used (one line naming the reason, e.g. an
+//! unsupported scaling type), and 1 for a bad argument, a failed call or an error above
+//! `1e-5 * max(1, attention_factor)`.
 
 use std::ops::Range;
 use std::process::ExitCode;
@@ -19,19 +20,46 @@ use std::time::{Duration, Instant};
 use rope_kernels::hf_config::ModelConfig;
 use rope_kernels::{Apply, HeadsMut, Layout, Rope, View};
 
-const EMBEDDED_CONFIG: &str = include_str!("../tests/data/configs/llama-3.1-8b.json");
+const EMBEDDED_CONFIG: &str = include_str!("../../tests/data/configs/llama-3.1-8b.json");
 const PREFILL_TOKENS: usize = 2048;
 const DECODE_STEPS: usize = 256;
 /// Timed repetitions; the fastest is reported.
 const REPS: usize = 3;
 
+/// Exit status for a config the crate refuses (see the module docs).
+const EXIT_CONFIG_REFUSED: u8 = 2;
+
 fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
+        Err(Failure::ConfigRefused(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_CONFIG_REFUSED)
+        }
+        Err(Failure::Other(message)) => {
             eprintln!("error: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Why the demo stopped.
+enum Failure {
+    /// The config file cannot be read or does not describe a RoPE the crate implements.
+    ConfigRefused(String),
+    /// Anything else: a bad argument, a failed call, an accuracy check.
+    Other(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Other(message)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Self {
+        Failure::Other(message.to_string())
     }
 }
 
@@ -68,7 +96,7 @@ impl Tensor {
     }
 }
 
-fn run() -> Result<(), String> {
+fn run() -> Result<(), Failure> {
     let mut args = std::env::args().skip(1);
     let mut path: Option<String> = None;
     while let Some(a) = args.next() {
@@ -78,17 +106,19 @@ fn run() -> Result<(), String> {
                 println!("usage: demo [--config PATH/config.json]");
                 return Ok(());
             }
-            other => return Err(format!("unknown argument `{other}` (usage: demo [--config PATH])")),
+            other => return Err(format!("unknown argument `{other}` (usage: demo [--config PATH])").into()),
         }
     }
     let (source, model) = match &path {
-        Some(p) => (p.clone(), ModelConfig::from_path(p).map_err(|e| format!("{p}: {e}"))?),
+        Some(p) => {
+            (p.clone(), ModelConfig::from_path(p).map_err(|e| Failure::ConfigRefused(format!("{p}: {e}")))?)
+        }
         None => (
             "embedded Llama 3.1 8B config".to_string(),
-            ModelConfig::from_json_str(EMBEDDED_CONFIG).map_err(|e| e.to_string())?,
+            ModelConfig::from_json_str(EMBEDDED_CONFIG).map_err(|e| Failure::ConfigRefused(e.to_string()))?,
         ),
     };
-    let rope = Rope::new(model.rope.clone()).map_err(|e| format!("{source}: {e}"))?;
+    let rope = Rope::new(model.rope.clone()).map_err(|e| Failure::ConfigRefused(format!("{source}: {e}")))?;
     let cfg = rope.config();
     let attention_factor = rope.frequencies().attention_factor();
 
@@ -166,7 +196,7 @@ fn run() -> Result<(), String> {
 
     let err = prefill_err.max(decode_err);
     if err > bound || !err.is_finite() {
-        return Err(format!("max abs error {err:.3e} exceeds the bound {bound:.1e}"));
+        return Err(format!("max abs error {err:.3e} exceeds the bound {bound:.1e}").into());
     }
     println!("check:     ok (max abs error {err:.3e} <= {bound:.1e})");
     Ok(())

@@ -9,9 +9,15 @@
 //! - `capi`: every C entry point returns a status of the header; a failing call changes no
 //!   byte of any buffer, struct or canary; a successful one writes the Rust API's bits.
 //!
-//! `UPDATE_FUZZ_CORPUS=1 cargo test --test fuzz_logic corpus` rewrites `fuzz/corpus/`.
-#![cfg(feature = "hf-config")]
+//! `UPDATE_FUZZ_CORPUS=1 cargo test -p rope-kernels-fuzz-logic corpus` rewrites
+//! `fuzz/corpus/`.
+//!
+//! This test lives in a package of its own (`fuzz-logic/`, not published) because it needs
+//! the C ABI as a Rust library (`capi/rlib`) and the corpus under `fuzz/`, neither of which
+//! is part of the published `rope-kernels` crate, whose own tests must pass from its
+//! `.crate` alone. The checks stay in `tests/fuzzing/`, shared with the fuzz targets.
 
+#[path = "../../tests/fuzzing/mod.rs"]
 mod fuzzing;
 
 use std::collections::BTreeMap;
@@ -26,7 +32,7 @@ use rope_kernels::dispatch;
 const TARGETS: [&str; 5] = ["diff_f32", "diff_half", "frequencies", "config_json", "capi"];
 
 fn corpus_dir(target: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus").join(target)
 }
 
 fn run(target: &str, bytes: &[u8]) -> &'static str {
@@ -84,7 +90,7 @@ fn corpus_is_up_to_date() {
     }
     assert!(
         stale.is_empty(),
-        "seed files missing or stale (run `UPDATE_FUZZ_CORPUS=1 cargo test --test fuzz_logic corpus`): {stale:#?}"
+        "seed files missing or stale (run `UPDATE_FUZZ_CORPUS=1 cargo test -p rope-kernels-fuzz-logic corpus`): {stale:#?}"
     );
 }
 
@@ -224,7 +230,8 @@ fn capi_fixed_seeds() {
 /// `rope_version()` reports: it must be `capi/Cargo.toml`'s.
 #[test]
 fn capi_rlib_has_the_capi_version() {
-    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/capi/Cargo.toml")).unwrap();
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../capi/Cargo.toml")).unwrap();
     let version = manifest.lines().find_map(|l| l.strip_prefix("version = \"")?.strip_suffix('"')).unwrap();
     // SAFETY: rope_version returns a static NUL-terminated string.
     let reported = unsafe { std::ffi::CStr::from_ptr(rope_kernels_capi::rope_version()) };

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The published crate passes its own tests (issue 16): `cargo package` builds the `.crate`
+# (and verifies that it compiles on its own), then the crate's test suite runs from the
+# unpacked `.crate`, outside this workspace, so a test that needs a file or a dependency
+# the package does not ship fails here. Also: every feature combination a user can ask for
+# builds (`--all-features`: internal switches are cfg flags, not features), and the docs
+# build without broken links with and without default features.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+start=$SECONDS
+
+echo "=== package: cargo package -p rope-kernels"
+cargo package -p rope-kernels
+version=$(cargo pkgid -p rope-kernels | sed 's/.*[@#]//')
+crate="target/package/rope-kernels-$version.crate"
+test -s "$crate"
+echo "package: $(tar tzf "$crate" | wc -l) files in $crate"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tar xzf "$crate" -C "$work"
+echo "=== package: cargo test in the unpacked crate"
+# The workspace's target dir, so the dependencies built by earlier steps are reused.
+(cd "$work/rope-kernels-$version" && CARGO_TARGET_DIR="$root/target/packaged" cargo test)
+
+echo "=== package: --all-features builds"
+cargo build --workspace --all-features --all-targets
+
+echo "=== package: docs without broken links (default and no default features)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p rope-kernels --no-deps
+RUSTDOCFLAGS="-D warnings" cargo doc -p rope-kernels --no-deps --no-default-features
+echo "=== package: passed; $((SECONDS - start)) s"
