@@ -1429,6 +1429,19 @@ rope_status rope_fill_table(const struct rope_t *rope,
                             size_t len);
 
 /**
+ * Validates `*cfg` as `rope_init` would and writes to `*size` the bytes of storage (aligned
+ * to `rope_align()`) that `rope_init` needs for it: at most `ROPE_STORAGE_SIZE`, and no
+ * more than `rope_size()`.
+ *
+ * Errors (nothing is written): `ROPE_NULL_POINTER` (`cfg`, `size`),
+ * `ROPE_MISALIGNED_POINTER`, and those of `rope_config_validate`.
+ *
+ * # Safety
+ * `cfg` as for `rope_config_validate`; `size` NULL or writable.
+ */
+rope_status rope_storage_size(const struct rope_config *cfg, size_t *size);
+
+/**
  * For tests of the boundary. `ROPE_TEST_FAULT_PANIC`: panics inside this call's guard
  * and returns `ROPE_PANIC` where the library catches panics (built with `std` and
  * `panic = "unwind"`, the default); elsewhere it does not panic and returns

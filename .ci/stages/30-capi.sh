@@ -49,10 +49,10 @@ cc -std=c99 -Wall -Wextra -Werror -pedantic -Iinclude -c "$tmp/h.c" -o "$tmp/h.o
 c++ -std=c++11 -Wall -Wextra -Werror -pedantic -Iinclude -x c++ -c "$tmp/h.c" -o "$tmp/hpp.o"
 
 step "no_std static library for thumbv7em-none-eabihf"
-cargo build -p rope-kernels-capi --no-default-features --target thumbv7em-none-eabihf
+cargo build -p rope-kernels-capi --no-default-features --features panic-handler --target thumbv7em-none-eabihf
 test -s target/thumbv7em-none-eabihf/debug/librope_kernels.a
 if [ "$ARM_LINK" = 1 ]; then
-    cargo build --release -p rope-kernels-capi --no-default-features --target thumbv7em-none-eabihf
+    cargo build --release -p rope-kernels-capi --no-default-features --features panic-handler --target thumbv7em-none-eabihf
     arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16 -std=c11 -Wall -Wextra \
         -Werror -Iinclude capi/examples/quickstart.c \
         target/thumbv7em-none-eabihf/release/librope_kernels.a --specs=nosys.specs -o "$tmp/quickstart.elf"

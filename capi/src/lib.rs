@@ -32,9 +32,10 @@ mod boundary;
 mod config;
 mod encodings;
 mod handle;
-#[cfg(all(not(feature = "std"), not(test)))]
+#[cfg(all(feature = "panic-handler", not(feature = "std"), not(test)))]
 mod panic;
 mod status;
+mod storage;
 mod testing;
 mod tier;
 
@@ -46,6 +47,7 @@ pub use config::*;
 pub use encodings::*;
 pub use handle::*;
 pub use status::*;
+pub use storage::*;
 pub use testing::*;
 pub use tier::*;
 
