@@ -476,8 +476,35 @@ impl Rope {
         tensors: &Tensors<T>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
-        let mut dynamic = None;
-        let Some(freqs) = self.check_call(tokens, tensors, opts, &mut dynamic)? else {
+        if self.config.scaling.depends_on_seq_len() {
+            return self.run_dynamic(tokens, tensors, opts);
+        }
+        self.run_with(tokens, tensors, opts, &mut FixedFreqs)
+    }
+
+    /// [`Rope::run`] for frequencies that depend on the call's length (dynamic NTK,
+    /// LongRoPE): out of line, so that only these calls carry the per-call
+    /// [`Frequencies`] on their stack.
+    #[inline(never)]
+    fn run_dynamic<T: Element>(
+        &self,
+        tokens: usize,
+        tensors: &Tensors<T>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        let mut dynamic: Option<Frequencies> = None;
+        self.run_with(tokens, tensors, opts, &mut dynamic)
+    }
+
+    #[inline(always)]
+    fn run_with<T: Element, D: FreqSlot>(
+        &self,
+        tokens: usize,
+        tensors: &Tensors<T>,
+        opts: &Apply<'_>,
+        dynamic: &mut D,
+    ) -> Result<(), RopeError> {
+        let Some(freqs) = self.check_call(tokens, tensors, opts, dynamic)? else {
             return Ok(());
         };
         // The tensors come from views validated against the buffers this call borrows
@@ -549,12 +576,12 @@ impl Rope {
     /// depend on the call's length (dynamic NTK, LongRoPE), those of this call, computed
     /// into `dynamic`. `None` for an `Ok` no-op (and `dynamic` stays `None`).
     #[inline]
-    fn check_call<'f, T>(
+    fn check_call<'f, T, D: FreqSlot>(
         &'f self,
         tokens: usize,
         tensors: &Tensors<T>,
         opts: &Apply<'_>,
-        dynamic: &'f mut Option<Frequencies>,
+        dynamic: &'f mut D,
     ) -> Result<Option<&'f Frequencies>, RopeError> {
         // Positions: count, overflow, and the largest one (for tables and seq_len).
         let max_pos: Option<u32> = match opts.positions {
@@ -588,8 +615,7 @@ impl Rope {
         if !self.config.scaling.depends_on_seq_len() {
             return Ok(Some(&self.freqs));
         }
-        let freqs = self.freqs.at_seq_len(&self.config, u64::from(max_pos) + 1)?;
-        Ok(Some(dynamic.insert(freqs)))
+        dynamic.fill(self, u64::from(max_pos) + 1).map(Some)
     }
 
     /// The per-token settings of a call of `tokens` tokens with options `opts`.
@@ -606,6 +632,31 @@ impl Rope {
             head_dim: self.config.head_dim,
             pairs: self.config.pairs(),
         }
+    }
+}
+
+/// Where [`Rope::check_call`] puts the frequencies of a call that depend on its length.
+pub(crate) trait FreqSlot {
+    /// Computes the frequencies of a call of length `seq_len` into the slot.
+    fn fill<'f>(&'f mut self, rope: &Rope, seq_len: u64) -> Result<&'f Frequencies, RopeError>;
+}
+
+impl FreqSlot for Option<Frequencies> {
+    #[inline(never)]
+    fn fill<'f>(&'f mut self, rope: &Rope, seq_len: u64) -> Result<&'f Frequencies, RopeError> {
+        let freqs = rope.freqs.at_seq_len(&rope.config, seq_len)?;
+        Ok(self.insert(freqs))
+    }
+}
+
+/// The slot of calls whose frequencies do not depend on their length: no storage, so
+/// their stack carries no [`Frequencies`] (issue 13). Never filled ([`Rope::run`] takes it
+/// only when `!depends_on_seq_len()`, where `check_call` returns the object's own).
+struct FixedFreqs;
+
+impl FreqSlot for FixedFreqs {
+    fn fill<'f>(&'f mut self, _: &Rope, _: u64) -> Result<&'f Frequencies, RopeError> {
+        Err(RopeError::InvalidScalingParameter { name: "seq_len" })
     }
 }
 
@@ -662,9 +713,47 @@ struct TokenParams<'a> {
     pairs: usize,
 }
 
-/// A cos or sin row buffer on a 64-byte line (a cache line; one AVX-512 vector).
+/// A cos or sin row buffer of `N` entries on a 64-byte line (a cache line; one AVX-512
+/// vector).
 #[repr(C, align(64))]
-struct LineRow([f32; MAX_PAIRS]);
+struct LineRow<const N: usize>([f32; N]);
+
+/// Rows of up to this many pairs (head_dim 128) are generated in a buffer of this size;
+/// larger ones in a [`MAX_PAIRS`] buffer in a frame of its own ([`on_the_fly_large`]), so
+/// that small heads keep a small stack (issue 13).
+const SMALL_PAIRS: usize = 64;
+
+/// Generates the cos/sin row of every token of `range` into buffers of `N` entries (`N >=
+/// p.pairs`) and hands it to `rotate_token`.
+#[inline(always)]
+fn on_the_fly<const N: usize>(
+    p: &TokenParams<'_>,
+    freqs: &Frequencies,
+    range: Range<usize>,
+    rotate_token: &impl Fn(usize, &[f32], &[f32]),
+) {
+    let gen = SinCos::of(p.kernels);
+    // On 64-byte lines, like `RopeCache` rows: the kernels' row loads of every head then
+    // never straddle two lines.
+    let (mut cos_buf, mut sin_buf) = (LineRow([0.0; N]), LineRow([0.0; N]));
+    for t in range {
+        let pos = p.positions.get(t);
+        let (cos, sin) = (&mut cos_buf.0[..p.pairs], &mut sin_buf.0[..p.pairs]);
+        fill_row(gen, freqs, p.mode, pos, cos, sin);
+        rotate_token(t, cos, sin);
+    }
+}
+
+/// [`on_the_fly`] for rows of more than [`SMALL_PAIRS`] pairs, in its own frame.
+#[inline(never)]
+fn on_the_fly_large(
+    p: &TokenParams<'_>,
+    freqs: &Frequencies,
+    range: Range<usize>,
+    rotate_token: &dyn Fn(usize, &[f32], &[f32]),
+) {
+    on_the_fly::<MAX_PAIRS>(p, freqs, range, &rotate_token);
+}
 
 /// Rotates tokens `range` of every tensor of a validated call: the one per-token loop of
 /// the single calls ([`Rope::apply_qk_into`] and its siblings) and of the [`TokenChunk`]s of
@@ -758,17 +847,7 @@ unsafe fn rotate_tokens<T: Element>(
                 rotate_token(t, cos, sin);
             }
         }
-        CosSin::OnTheFly => {
-            let gen = SinCos::of(p.kernels);
-            // On 64-byte lines, like `RopeCache` rows: the kernels' row loads of every head
-            // then never straddle two lines.
-            let (mut cos_buf, mut sin_buf) = (LineRow([0.0; MAX_PAIRS]), LineRow([0.0; MAX_PAIRS]));
-            for t in range {
-                let pos = p.positions.get(t);
-                let (cos, sin) = (&mut cos_buf.0[..pairs], &mut sin_buf.0[..pairs]);
-                fill_row(gen, freqs, p.mode, pos, cos, sin);
-                rotate_token(t, cos, sin);
-            }
-        }
+        CosSin::OnTheFly if pairs <= SMALL_PAIRS => on_the_fly::<SMALL_PAIRS>(p, freqs, range, &rotate_token),
+        CosSin::OnTheFly => on_the_fly_large(p, freqs, range, &rotate_token),
     }
 }

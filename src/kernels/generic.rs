@@ -42,7 +42,7 @@ use core::ptr;
 use half::{bf16, f16};
 
 use super::RotateArgs;
-use crate::config::{Layout, MAX_ROTARY_DIM};
+use crate::config::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
 use crate::element::Element;
 
 pub(crate) mod rows;
@@ -554,10 +554,10 @@ unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_
     let blocks = pairs - pairs % (2 * lanes);
     // Rows split into even and odd entries per block: block `b` lane `j` holds entry
     // `2 * lanes * b + 2 * j` (even) or `.. + 1` (odd). Only 0..blocks is written and read.
-    let mut ce = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
-    let mut co = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
-    let mut se = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
-    let mut so = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let mut ce = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
+    let mut co = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
+    let mut se = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
+    let mut so = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
     {
         let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
         let [ce, co, se, so] = [&mut ce, &mut co, &mut se, &mut so].map(|r| r.0.as_mut_ptr().cast::<f32>());
@@ -565,7 +565,7 @@ unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_
         // which is k / 2 for the entry k = 2 lanes b + 2 j: a plain stride-2 split.
         for k in 0..blocks / 2 {
             // SAFETY: 2 k + 1 < blocks <= pairs entries of the rows; k < blocks / 2 <=
-            // MAX_ROTARY_DIM entries of the buffers.
+            // MAX_PAIRS / 2 <= 2 * ROW_PAIRS entries of the buffers.
             unsafe {
                 ce.add(k).write(*cos.add(2 * k));
                 co.add(k).write(*cos.add(2 * k + 1));
@@ -629,21 +629,48 @@ unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
     if unsafe { T::interleaved_special(s, a) } {
         return;
     }
+    // In blocks of `ROW_PAIRS` pairs, so that the expanded rows stay small on the stack
+    // (issue 13: a microcontroller's stack). Each element gets the same operations as in
+    // one pass; only the order in which heads and blocks are visited changes.
+    let pairs = a.cos.len();
+    let mut p0 = 0;
+    while p0 < pairs {
+        let n = (pairs - p0).min(ROW_PAIRS);
+        let block = RotateArgs {
+            // In bounds of every head: 2 * (p0 + n) <= rotary_dim <= head_dim.
+            src: a.src.wrapping_add(2 * p0),
+            dst: a.dst.wrapping_add(2 * p0),
+            cos: &a.cos[p0..p0 + n],
+            sin: &a.sin[p0..p0 + n],
+            ..*a
+        };
+        // SAFETY: the caller's contract, for pairs p0 .. p0 + n of every head.
+        unsafe { interleaved_block(s, &block) };
+        p0 += n;
+    }
+}
+
+/// [`interleaved`] for at most [`ROW_PAIRS`] pairs.
+///
+/// # Safety
+/// As [`rotate`], with `a.cos.len() <= ROW_PAIRS`.
+#[inline(always)]
+unsafe fn interleaved_block<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
     let lanes = S::LANES;
     let pairs = a.cos.len();
     let rotary_dim = 2 * pairs;
 
     // Expand the rows once per call: cc = [c0 c0 c1 c1 ..], ss = [-s0 s0 ..] forward or
     // [s0 -s0 ..] inverse. Only 0..rotary_dim is written, and only that is read.
-    let mut cc = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
-    let mut ss = Row([MaybeUninit::uninit(); MAX_ROTARY_DIM]);
+    let mut cc = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
+    let mut ss = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
     let (ccp, ssp) = (cc.0.as_mut_ptr().cast::<f32>(), ss.0.as_mut_ptr().cast::<f32>());
     let sign = s.splat(if a.inverse { -0.0 } else { 0.0 });
     let neg = s.splat(-0.0);
     let expand_body = pairs - pairs % lanes;
     let mut i = 0;
     while i < expand_body {
-        // SAFETY: i + lanes <= pairs; 2 * i + 2 * lanes <= rotary_dim <= MAX_ROTARY_DIM.
+        // SAFETY: i + lanes <= pairs; 2 * i + 2 * lanes <= rotary_dim <= 2 * ROW_PAIRS.
         unsafe {
             let c = s.load(a.cos.as_ptr().add(i));
             let sn = s.xor(s.load(a.sin.as_ptr().add(i)), sign);
@@ -658,7 +685,7 @@ unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
     }
     for i in expand_body..pairs {
         let (c, sn) = (a.cos[i], if a.inverse { -a.sin[i] } else { a.sin[i] });
-        // SAFETY: 2 * i + 1 < rotary_dim <= MAX_ROTARY_DIM.
+        // SAFETY: 2 * i + 1 < rotary_dim <= 2 * ROW_PAIRS.
         unsafe {
             ccp.add(2 * i).write(c);
             ccp.add(2 * i + 1).write(c);
@@ -781,10 +808,18 @@ unsafe fn words_step<S: Simd, const INVERSE: bool>(
     }
 }
 
-/// A cos/sin row expanded for `Interleaved`, aligned so that vector loads from it never
-/// straddle a cache line.
+/// Pairs per block of [`interleaved`]: its expanded rows hold `2 * ROW_PAIRS` entries.
+/// 64 pairs (head_dim 128) in one block; larger heads take several.
+const ROW_PAIRS: usize = 64;
+
+/// The bf16 `HalfSplit` split rows ([`half_split_words`]) hold `blocks / 2 <= MAX_PAIRS / 2`
+/// entries each.
+const _: () = assert!(MAX_PAIRS / 2 <= 2 * ROW_PAIRS);
+
+/// A cos/sin row expanded for `Interleaved` (or split for bf16 `HalfSplit`), aligned so that
+/// vector loads from it never straddle a cache line.
 #[repr(C, align(64))]
-struct Row([MaybeUninit<f32>; MAX_ROTARY_DIM]);
+struct Row([MaybeUninit<f32>; 2 * ROW_PAIRS]);
 
 /// The roofline baseline: `x[i] = round(x[i] * c)` in place through the same
 /// load/convert/store path as [`rotate`] (so NaN canonicalisation included).
