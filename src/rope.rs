@@ -744,13 +744,16 @@ fn on_the_fly<const N: usize>(
     }
 }
 
+/// Rotates token `t` of every tensor of a call with one cos/sin row.
+type RotateToken<'a> = dyn Fn(usize, &[f32], &[f32]) + 'a;
+
 /// [`on_the_fly`] for rows of more than [`SMALL_PAIRS`] pairs, in its own frame.
 #[inline(never)]
 fn on_the_fly_large(
     p: &TokenParams<'_>,
     freqs: &Frequencies,
     range: Range<usize>,
-    rotate_token: &dyn Fn(usize, &[f32], &[f32]),
+    rotate_token: &RotateToken<'_>,
 ) {
     on_the_fly::<MAX_PAIRS>(p, freqs, range, &rotate_token);
 }
