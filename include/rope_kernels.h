@@ -38,7 +38,7 @@
  * An upper bound of `rope_size()` on every target, for static storage:
  * `static unsigned char buf[ROPE_STORAGE_SIZE] _Alignas(ROPE_STORAGE_ALIGN);`.
  */
-#define ROPE_STORAGE_SIZE 12288
+#define ROPE_STORAGE_SIZE 16384
 
 /**
  * An upper bound of `rope_align()` on every target.
@@ -1319,7 +1319,8 @@ rope_status rope_alibi_add_f32(float *scores,
                                rope_alibi_form form);
 
 /**
- * The size in bytes of the storage `rope_init` needs (at most `ROPE_STORAGE_SIZE`).
+ * The size in bytes of the storage `rope_init` needs for the largest configuration (at
+ * most `ROPE_STORAGE_SIZE`); `rope_storage_size` gives the size for one configuration.
  */
 size_t rope_size(void);
 
@@ -1332,10 +1333,13 @@ size_t rope_align(void);
 /**
  * Validates `*cfg` and builds a handle in `storage` (`size` bytes, aligned to
  * `rope_align()`), without allocating; `*out` receives the handle (equal to `storage`).
- * Arrays in `cfg` are copied. Storage that already holds a handle may be reused.
+ * The frequencies are computed into the storage, sized to the configuration
+ * (`rope_storage_size`); arrays in `cfg` need not outlive the call. Storage that already
+ * holds a handle may be reused.
  *
  * Errors (nothing is written): `ROPE_NULL_POINTER` (`storage`, `cfg`, `out`),
- * `ROPE_MISALIGNED_POINTER`, `ROPE_BUFFER_TOO_SMALL` (`size < rope_size()`),
+ * `ROPE_MISALIGNED_POINTER`, `ROPE_BUFFER_TOO_SMALL` (`size` below the fixed header, or,
+ * once the configuration is valid, below `rope_storage_size`),
  * `ROPE_OVERLAPPING_BUFFERS` (`out` inside the storage), and those of
  * `rope_config_validate`.
  *
@@ -1430,8 +1434,8 @@ rope_status rope_fill_table(const struct rope_t *rope,
 
 /**
  * Validates `*cfg` as `rope_init` would and writes to `*size` the bytes of storage (aligned
- * to `rope_align()`) that `rope_init` needs for it: at most `ROPE_STORAGE_SIZE`, and no
- * more than `rope_size()`.
+ * to `rope_align()`) that `rope_init` needs for it: a fixed header and 28 bytes per
+ * rotated pair (`rotary_dim / 2`; twice for LongRoPE), at most `rope_size()`.
  *
  * Errors (nothing is written): `ROPE_NULL_POINTER` (`cfg`, `size`),
  * `ROPE_MISALIGNED_POINTER`, and those of `rope_config_validate`.

@@ -1,7 +1,7 @@
 //! RoPE configuration and its validation.
 
 use crate::error::RopeError;
-use crate::freq::Scaling;
+use crate::freq::{Scaling, ScalingRef};
 
 /// The largest supported `rotary_dim`. Per-call frequency and cos/sin rows live on the
 /// stack in fixed arrays of `MAX_ROTARY_DIM / 2` entries, so nothing on the hot path
@@ -120,6 +120,65 @@ impl RopeConfig {
     /// ([`RopeError::InvalidScalingParameter`]). These are checks of each field's domain;
     /// [`Rope::new`](crate::Rope::new) also rejects (with the same variants) a subnormal theta
     /// or factor for which some `inv_freq` overflows f64.
+    pub fn validate(&self) -> Result<(), RopeError> {
+        self.params().validate()
+    }
+
+    /// The same configuration with borrowed scaling arrays (a few words, no copy).
+    pub fn params(&self) -> RopeParams<'_> {
+        RopeParams {
+            head_dim: self.head_dim,
+            rotary_dim: self.rotary_dim,
+            layout: self.layout,
+            theta: self.theta,
+            scaling: self.scaling.as_ref(),
+            angle_mode: self.angle_mode,
+        }
+    }
+}
+
+/// [`RopeConfig`] with borrowed scaling arrays ([`ScalingRef`]): what a RoPE built in caller
+/// memory ([`RopeState`](crate::RopeState)) is made from, without [`RopeConfig`]'s inline
+/// arrays on the stack. The fields mean what [`RopeConfig`]'s do.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeParams<'a> {
+    /// As [`RopeConfig::head_dim`].
+    pub head_dim: usize,
+    /// As [`RopeConfig::rotary_dim`].
+    pub rotary_dim: usize,
+    /// As [`RopeConfig::layout`].
+    pub layout: Layout,
+    /// As [`RopeConfig::theta`].
+    pub theta: f64,
+    /// As [`RopeConfig::scaling`].
+    pub scaling: ScalingRef<'a>,
+    /// As [`RopeConfig::angle_mode`].
+    pub angle_mode: AngleMode,
+}
+
+impl RopeParams<'_> {
+    /// A configuration with full rotary dimension, `HalfSplit` layout, no scaling and exact
+    /// angles (as [`RopeConfig::new`]).
+    pub fn new(head_dim: usize, theta: f64) -> Self {
+        RopeParams {
+            head_dim,
+            rotary_dim: head_dim,
+            layout: Layout::HalfSplit,
+            theta,
+            scaling: ScalingRef::None,
+            angle_mode: AngleMode::Exact,
+        }
+    }
+
+    /// Number of rotated pairs, `rotary_dim / 2`.
+    pub fn pairs(&self) -> usize {
+        self.rotary_dim / 2
+    }
+
+    /// As [`RopeConfig::validate`].
+    ///
+    /// # Errors
+    /// Those of [`RopeConfig::validate`].
     pub fn validate(&self) -> Result<(), RopeError> {
         if self.head_dim == 0 {
             return Err(RopeError::ZeroHeadDim);

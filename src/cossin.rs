@@ -6,7 +6,7 @@
 
 use crate::config::AngleMode;
 use crate::error::RopeError;
-use crate::freq::Frequencies;
+use crate::freq::{FreqRef, Frequencies};
 use crate::kernels::sincos::{RowInputs, SinCos};
 
 /// A table of cos/sin rows indexed by position, borrowed from the caller (no allocation).
@@ -100,7 +100,7 @@ impl<'a> CosSinTable<'a> {
 #[inline]
 pub(crate) fn fill_row(
     gen: SinCos,
-    freqs: &Frequencies,
+    freqs: &FreqRef<'_>,
     mode: AngleMode,
     position: u32,
     cos: &mut [f32],

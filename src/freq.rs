@@ -11,7 +11,7 @@
 use core::f64::consts::PI;
 use core::fmt;
 
-use crate::config::{RopeConfig, MAX_PAIRS};
+use crate::config::{RopeConfig, RopeParams, MAX_PAIRS};
 use crate::error::RopeError;
 
 /// Per-pair factors (LongRoPE `short_factor`/`long_factor`, ggml `freq_factors`), stored
@@ -49,14 +49,6 @@ impl PairFactors {
     /// True when there is no factor.
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// Length `pairs`, every value finite and > 0; else the error names `name`.
-    fn check(&self, pairs: usize, name: &'static str) -> Result<(), RopeError> {
-        if self.len != pairs || self.as_slice().iter().any(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(RopeError::InvalidScalingParameter { name });
-        }
-        Ok(())
     }
 }
 
@@ -221,6 +213,51 @@ impl LongRopeParams {
     /// `sqrt(1 + ln(factor) / ln(original_max_position_embeddings))` for `factor > 1`, and 1
     /// otherwise (HF `_compute_longrope_parameters`).
     pub fn attention_factor(&self) -> f64 {
+        self.as_ref().attention_factor()
+    }
+
+    /// The same parameters with borrowed factor arrays.
+    pub fn as_ref(&self) -> LongRopeRef<'_> {
+        LongRopeRef {
+            short_factor: self.short_factor.as_slice(),
+            long_factor: self.long_factor.as_slice(),
+            original_max_position_embeddings: self.original_max_position_embeddings,
+            factor: self.factor,
+            attention_factor: self.attention_factor,
+        }
+    }
+}
+
+/// [`LongRopeParams`] with borrowed factor arrays (no copy): the form [`ScalingRef`] holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct LongRopeRef<'a> {
+    /// As [`LongRopeParams::short_factor`].
+    pub short_factor: &'a [f64],
+    /// As [`LongRopeParams::long_factor`].
+    pub long_factor: &'a [f64],
+    /// As [`LongRopeParams::original_max_position_embeddings`].
+    pub original_max_position_embeddings: u64,
+    /// As [`LongRopeParams::factor`].
+    pub factor: f64,
+    /// As [`LongRopeParams::attention_factor`](field@LongRopeParams::attention_factor).
+    pub attention_factor: Option<f64>,
+}
+
+impl<'a> LongRopeRef<'a> {
+    /// LongRoPE from borrowed factor arrays (checked by [`ScalingRef::validate`]).
+    pub fn new(
+        short_factor: &'a [f64],
+        long_factor: &'a [f64],
+        original_max_position_embeddings: u64,
+        factor: f64,
+        attention_factor: Option<f64>,
+    ) -> Self {
+        LongRopeRef { short_factor, long_factor, original_max_position_embeddings, factor, attention_factor }
+    }
+
+    /// As [`LongRopeParams::attention_factor`](LongRopeParams::attention_factor()).
+    pub fn attention_factor(&self) -> f64 {
         if let Some(a) = self.attention_factor {
             return a;
         }
@@ -355,6 +392,104 @@ impl Scaling {
         }
     }
 
+    /// Checks the parameters against `rotary_dim` (see [`ScalingRef::validate`]).
+    ///
+    /// # Errors
+    /// Those of [`ScalingRef::validate`].
+    pub fn validate(&self, rotary_dim: usize) -> Result<(), RopeError> {
+        self.as_ref().validate(rotary_dim)
+    }
+
+    /// True when the frequencies depend on the sequence length of the call (dynamic NTK,
+    /// LongRoPE), so they are recomputed per call instead of once.
+    pub fn depends_on_seq_len(&self) -> bool {
+        self.as_ref().depends_on_seq_len()
+    }
+
+    /// The same scaling with borrowed arrays (no copy).
+    pub fn as_ref(&self) -> ScalingRef<'_> {
+        match self {
+            Scaling::None => ScalingRef::None,
+            Scaling::Linear { factor } => ScalingRef::Linear { factor: *factor },
+            Scaling::DynamicNtk { factor, max_position_embeddings } => {
+                ScalingRef::DynamicNtk { factor: *factor, max_position_embeddings: *max_position_embeddings }
+            }
+            Scaling::NtkAlpha { alpha } => ScalingRef::NtkAlpha { alpha: *alpha },
+            Scaling::Yarn(p) => ScalingRef::Yarn(*p),
+            Scaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings,
+            } => ScalingRef::Llama3 {
+                factor: *factor,
+                low_freq_factor: *low_freq_factor,
+                high_freq_factor: *high_freq_factor,
+                original_max_position_embeddings: *original_max_position_embeddings,
+            },
+            Scaling::LongRope(p) => ScalingRef::LongRope(p.as_ref()),
+            Scaling::Proportional { factor, partial_rotary_factor } => {
+                ScalingRef::Proportional { factor: *factor, partial_rotary_factor: *partial_rotary_factor }
+            }
+            Scaling::FreqFactors(f) => ScalingRef::FreqFactors(f.as_slice()),
+        }
+    }
+}
+
+/// [`Scaling`] with borrowed arrays: a few words instead of [`Scaling`]'s inline arrays, for
+/// building a RoPE in caller memory without a large value on the stack
+/// ([`RopeParams`], [`RopeState`](crate::RopeState)). The formulas are those of the
+/// matching [`Scaling`] variant.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[non_exhaustive]
+pub enum ScalingRef<'a> {
+    /// [`Scaling::None`].
+    #[default]
+    None,
+    /// [`Scaling::Linear`].
+    Linear {
+        /// The interpolation factor.
+        factor: f64,
+    },
+    /// [`Scaling::DynamicNtk`].
+    DynamicNtk {
+        /// The factor.
+        factor: f64,
+        /// HF `max_position_embeddings`.
+        max_position_embeddings: u64,
+    },
+    /// [`Scaling::NtkAlpha`].
+    NtkAlpha {
+        /// The alpha.
+        alpha: f64,
+    },
+    /// [`Scaling::Yarn`].
+    Yarn(YarnParams),
+    /// [`Scaling::Llama3`].
+    Llama3 {
+        /// The factor.
+        factor: f64,
+        /// HF `low_freq_factor`.
+        low_freq_factor: f64,
+        /// HF `high_freq_factor`.
+        high_freq_factor: f64,
+        /// HF `original_max_position_embeddings`.
+        original_max_position_embeddings: u64,
+    },
+    /// [`Scaling::LongRope`].
+    LongRope(LongRopeRef<'a>),
+    /// [`Scaling::Proportional`].
+    Proportional {
+        /// The factor.
+        factor: f64,
+        /// Share of the pairs that rotate.
+        partial_rotary_factor: f64,
+    },
+    /// [`Scaling::FreqFactors`].
+    FreqFactors(&'a [f64]),
+}
+
+impl ScalingRef<'_> {
     /// Checks the parameters against `rotary_dim`.
     ///
     /// # Errors
@@ -370,18 +505,18 @@ impl Scaling {
     pub fn validate(&self, rotary_dim: usize) -> Result<(), RopeError> {
         let pairs = rotary_dim / 2;
         match self {
-            Scaling::None => Ok(()),
-            Scaling::Linear { factor } => positive_finite(*factor, "factor"),
-            Scaling::DynamicNtk { factor, max_position_embeddings } => {
+            ScalingRef::None => Ok(()),
+            ScalingRef::Linear { factor } => positive_finite(*factor, "factor"),
+            ScalingRef::DynamicNtk { factor, max_position_embeddings } => {
                 positive_finite(*factor, "factor")?;
                 nonzero(*max_position_embeddings, "max_position_embeddings")?;
                 ntk_dim(rotary_dim)
             }
-            Scaling::NtkAlpha { alpha } => {
+            ScalingRef::NtkAlpha { alpha } => {
                 positive_finite(*alpha, "alpha")?;
                 ntk_dim(rotary_dim)
             }
-            Scaling::Yarn(p) => {
+            ScalingRef::Yarn(p) => {
                 positive_finite(p.factor, "factor")?;
                 nonzero(p.original_max_position_embeddings, "original_max_position_embeddings")?;
                 positive_finite(p.beta_fast, "beta_fast")?;
@@ -400,7 +535,7 @@ impl Scaling {
                     None => positive_finite(p.attention_factor(), "mscale_all_dim"),
                 }
             }
-            Scaling::Llama3 {
+            ScalingRef::Llama3 {
                 factor,
                 low_freq_factor,
                 high_freq_factor,
@@ -414,9 +549,9 @@ impl Scaling {
                 }
                 nonzero(*original_max_position_embeddings, "original_max_position_embeddings")
             }
-            Scaling::LongRope(p) => {
-                p.short_factor.check(pairs, "short_factor")?;
-                p.long_factor.check(pairs, "long_factor")?;
+            ScalingRef::LongRope(p) => {
+                check_factors(p.short_factor, pairs, "short_factor")?;
+                check_factors(p.long_factor, pairs, "long_factor")?;
                 nonzero(p.original_max_position_embeddings, "original_max_position_embeddings")?;
                 positive_finite(p.factor, "factor")?;
                 match p.attention_factor {
@@ -425,7 +560,7 @@ impl Scaling {
                     None => positive_finite(p.attention_factor(), "original_max_position_embeddings"),
                 }
             }
-            Scaling::Proportional { factor, partial_rotary_factor } => {
+            ScalingRef::Proportional { factor, partial_rotary_factor } => {
                 positive_finite(*factor, "factor")?;
                 let p = *partial_rotary_factor;
                 if !(p.is_finite() && p > 0.0 && p <= 1.0) {
@@ -433,26 +568,34 @@ impl Scaling {
                 }
                 Ok(())
             }
-            Scaling::FreqFactors(f) => f.check(pairs, "freq_factors"),
+            ScalingRef::FreqFactors(f) => check_factors(f, pairs, "freq_factors"),
         }
     }
 
     /// True when the frequencies depend on the sequence length of the call (dynamic NTK,
     /// LongRoPE), so they are recomputed per call instead of once.
     pub fn depends_on_seq_len(&self) -> bool {
-        matches!(self, Scaling::DynamicNtk { .. } | Scaling::LongRope(_))
+        matches!(self, ScalingRef::DynamicNtk { .. } | ScalingRef::LongRope(_))
     }
 
     /// The parameter blamed when a computed frequency is not finite (overflow or
     /// underflow from extreme but individually valid values).
-    fn primary_parameter(&self) -> &'static str {
+    pub(crate) fn primary_parameter(&self) -> &'static str {
         match self {
-            Scaling::NtkAlpha { .. } => "alpha",
-            Scaling::LongRope(_) => "long_factor",
-            Scaling::FreqFactors(_) => "freq_factors",
+            ScalingRef::NtkAlpha { .. } => "alpha",
+            ScalingRef::LongRope(_) => "long_factor",
+            ScalingRef::FreqFactors(_) => "freq_factors",
             _ => "factor",
         }
     }
+}
+
+/// Length `pairs`, every value finite and > 0; else the error names `name`.
+fn check_factors(f: &[f64], pairs: usize, name: &'static str) -> Result<(), RopeError> {
+    if f.len() != pairs || f.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+        return Err(RopeError::InvalidScalingParameter { name });
+    }
+    Ok(())
 }
 
 fn finite(v: f64, name: &'static str) -> Result<(), RopeError> {
@@ -540,8 +683,9 @@ impl Frequencies {
     /// 2^95; and [`RopeError::InvalidScalingParameter`] (`"attention_factor"`) for an
     /// attention factor above `f32::MAX` (cos/sin rows are f32).
     pub fn new(config: &RopeConfig, seq_len: u64) -> Result<Self, RopeError> {
-        config.validate()?;
-        let pairs = config.pairs();
+        let params = config.params();
+        params.validate()?;
+        let pairs = params.pairs();
         let mut f = Frequencies {
             inv_freq: [0.0; MAX_PAIRS],
             inv_freq_f32: [0.0; MAX_PAIRS],
@@ -551,111 +695,7 @@ impl Frequencies {
             turns_hi: [0.0; MAX_PAIRS],
             turns_lo: [0.0; MAX_PAIRS],
         };
-        let d = config.rotary_dim as f64;
-        let theta = config.theta;
-        // b_i for base `t`: 1 / t^(2i/d), as HF's `1.0 / (base ** (arange(0, d, 2) / d))`.
-        let unscaled = |t: f64, i: usize| 1.0 / libm::pow(t, (2 * i) as f64 / d);
-        let inv = &mut f.inv_freq[..pairs];
-        match &config.scaling {
-            Scaling::None => inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(theta, i)),
-            Scaling::Linear { factor } => {
-                inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(theta, i) / factor)
-            }
-            Scaling::DynamicNtk { factor, max_position_embeddings } => {
-                let max = *max_position_embeddings as f64;
-                let base = if seq_len > *max_position_embeddings {
-                    let grown = (factor * seq_len as f64 / max) - (factor - 1.0);
-                    theta * libm::pow(grown, d / (d - 2.0))
-                } else {
-                    theta
-                };
-                inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(base, i));
-            }
-            Scaling::NtkAlpha { alpha } => {
-                let base = theta * libm::pow(*alpha, d / (d - 2.0));
-                inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(base, i));
-            }
-            Scaling::Yarn(p) => {
-                if theta == 1.0 {
-                    // ln(theta) = 0 divides the correction range.
-                    return Err(RopeError::InvalidScalingParameter { name: "rope_theta" });
-                }
-                let (low, mut high) = p.correction_range(config.rotary_dim, theta);
-                if low == high {
-                    high += 0.001; // HF `linear_ramp_factor`: prevents 0 / 0.
-                }
-                for (i, v) in inv.iter_mut().enumerate() {
-                    let pos_freq = libm::pow(theta, (2 * i) as f64 / d);
-                    let extrapolation = 1.0 / pos_freq;
-                    let interpolation = 1.0 / (p.factor * pos_freq);
-                    let ramp = ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
-                    let extrapolation_factor = 1.0 - ramp;
-                    *v = interpolation * (1.0 - extrapolation_factor) + extrapolation * extrapolation_factor;
-                }
-                f.attention_factor = p.attention_factor();
-            }
-            Scaling::Llama3 {
-                factor,
-                low_freq_factor,
-                high_freq_factor,
-                original_max_position_embeddings,
-            } => {
-                let orig = *original_max_position_embeddings as f64;
-                let low_freq_wavelen = orig / low_freq_factor;
-                let high_freq_wavelen = orig / high_freq_factor;
-                for (i, v) in inv.iter_mut().enumerate() {
-                    let b = unscaled(theta, i);
-                    let wavelen = 2.0 * PI / b;
-                    *v = if wavelen < high_freq_wavelen {
-                        b
-                    } else if wavelen > low_freq_wavelen {
-                        b / factor
-                    } else {
-                        let smooth =
-                            (orig / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
-                        (1.0 - smooth) * b / factor + smooth * b
-                    };
-                }
-            }
-            Scaling::LongRope(p) => {
-                let ext = if seq_len > p.original_max_position_embeddings {
-                    p.long_factor.as_slice()
-                } else {
-                    p.short_factor.as_slice()
-                };
-                for (i, v) in inv.iter_mut().enumerate() {
-                    *v = 1.0 / (ext[i] * libm::pow(theta, (2 * i) as f64 / d));
-                }
-                f.attention_factor = p.attention_factor();
-            }
-            Scaling::Proportional { factor, partial_rotary_factor } => {
-                // HF: `int(partial_rotary_factor * head_dim // 2)`.
-                let rotated = libm::floor(partial_rotary_factor * d / 2.0) as usize;
-                for (i, v) in inv.iter_mut().enumerate() {
-                    *v = if i < rotated { unscaled(theta, i) / factor } else { 0.0 };
-                }
-            }
-            Scaling::FreqFactors(ff) => {
-                let ff = ff.as_slice();
-                inv.iter_mut().enumerate().for_each(|(i, v)| *v = unscaled(theta, i) / ff[i]);
-            }
-        }
-        // `contains` is false for NaN and infinity.
-        let in_range = |v: f64| (0.0..=MAX_INV_FREQ).contains(&v);
-        if !f.inv_freq().iter().all(|v| in_range(*v)) {
-            // A finite theta > 0 can be so small that `theta^(2i/d)` underflows and its
-            // inverse overflows (or exceeds the bound); otherwise the scaling parameters are
-            // to blame (e.g. a linear factor of 1e-30). An angle that overflows would make
-            // cos/sin, and so every output, NaN.
-            if !in_range(unscaled(theta, pairs - 1)) {
-                return Err(RopeError::InvalidTheta);
-            }
-            return Err(RopeError::InvalidScalingParameter { name: config.scaling.primary_parameter() });
-        }
-        if !(0.0..=f64::from(f32::MAX)).contains(&f.attention_factor) {
-            // cos/sin rows are `attention_factor * cos(angle)` rounded to f32.
-            return Err(RopeError::InvalidScalingParameter { name: "attention_factor" });
-        }
+        f.attention_factor = compute_inv_freq(&params, seq_len, &mut f.inv_freq[..pairs])?;
         f.sync_f32();
         Ok(f)
     }
@@ -750,4 +790,182 @@ impl Frequencies {
     pub fn pairs(&self) -> usize {
         self.pairs
     }
+
+    /// The tables the cos/sin rows are computed from, borrowed.
+    pub(crate) fn view(&self) -> FreqRef<'_> {
+        FreqRef {
+            inv_freq: self.inv_freq(),
+            inv_freq_f32: self.inv_freq_f32(),
+            turns_hi: self.turns_hi(),
+            turns_lo: self.turns_lo(),
+            attention_factor: self.attention_factor,
+        }
+    }
+}
+
+/// Writes the `inv_freq` of validated `config` at `seq_len` into `inv` (`rotary_dim / 2`
+/// values) and returns the attention factor: the computation of [`Frequencies::new`], into
+/// any destination (issue 13: the frequencies of a RoPE in caller memory are computed where
+/// they are kept). `inv` holds garbage on error.
+///
+/// # Errors
+/// Those of [`Frequencies::new`] after validation.
+pub(crate) fn compute_inv_freq(
+    config: &RopeParams<'_>,
+    seq_len: u64,
+    inv: &mut [f64],
+) -> Result<f64, RopeError> {
+    debug_assert_eq!(inv.len(), config.pairs());
+    for_each_inv_freq(config, seq_len, |i, v| inv[i] = v)
+}
+
+/// Checks that the frequencies of validated `config` at `seq_len` are computable, writing
+/// nothing (the errors of [`compute_inv_freq`]).
+pub(crate) fn check_inv_freq(config: &RopeParams<'_>, seq_len: u64) -> Result<f64, RopeError> {
+    for_each_inv_freq(config, seq_len, |_, _| {})
+}
+
+/// Computes `inv_freq[i]` of validated `config` at `seq_len` for every pair in order, hands
+/// each to `sink`, and returns the attention factor, or the error of a value out of range.
+#[inline(always)]
+fn for_each_inv_freq(
+    config: &RopeParams<'_>,
+    seq_len: u64,
+    mut sink: impl FnMut(usize, f64),
+) -> Result<f64, RopeError> {
+    let pairs = config.pairs();
+    // `contains` is false for NaN and infinity.
+    let in_range = |v: f64| (0.0..=MAX_INV_FREQ).contains(&v);
+    let mut all_in_range = true;
+    let mut emit = |i: usize, v: f64| {
+        all_in_range &= in_range(v);
+        sink(i, v);
+    };
+    let mut attention_factor = 1.0;
+    let d = config.rotary_dim as f64;
+    let theta = config.theta;
+    // b_i for base `t`: 1 / t^(2i/d), as HF's `1.0 / (base ** (arange(0, d, 2) / d))`.
+    let unscaled = |t: f64, i: usize| 1.0 / libm::pow(t, (2 * i) as f64 / d);
+    match &config.scaling {
+        ScalingRef::None => (0..pairs).for_each(|i| emit(i, unscaled(theta, i))),
+        ScalingRef::Linear { factor } => (0..pairs).for_each(|i| emit(i, unscaled(theta, i) / factor)),
+        ScalingRef::DynamicNtk { factor, max_position_embeddings } => {
+            let max = *max_position_embeddings as f64;
+            let base = if seq_len > *max_position_embeddings {
+                let grown = (factor * seq_len as f64 / max) - (factor - 1.0);
+                theta * libm::pow(grown, d / (d - 2.0))
+            } else {
+                theta
+            };
+            (0..pairs).for_each(|i| emit(i, unscaled(base, i)));
+        }
+        ScalingRef::NtkAlpha { alpha } => {
+            let base = theta * libm::pow(*alpha, d / (d - 2.0));
+            (0..pairs).for_each(|i| emit(i, unscaled(base, i)));
+        }
+        ScalingRef::Yarn(p) => {
+            if theta == 1.0 {
+                // ln(theta) = 0 divides the correction range.
+                return Err(RopeError::InvalidScalingParameter { name: "rope_theta" });
+            }
+            let (low, mut high) = p.correction_range(config.rotary_dim, theta);
+            if low == high {
+                high += 0.001; // HF `linear_ramp_factor`: prevents 0 / 0.
+            }
+            for i in 0..pairs {
+                let pos_freq = libm::pow(theta, (2 * i) as f64 / d);
+                let extrapolation = 1.0 / pos_freq;
+                let interpolation = 1.0 / (p.factor * pos_freq);
+                let ramp = ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
+                let extrapolation_factor = 1.0 - ramp;
+                emit(i, interpolation * (1.0 - extrapolation_factor) + extrapolation * extrapolation_factor);
+            }
+            attention_factor = p.attention_factor();
+        }
+        ScalingRef::Llama3 {
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            original_max_position_embeddings,
+        } => {
+            let orig = *original_max_position_embeddings as f64;
+            let low_freq_wavelen = orig / low_freq_factor;
+            let high_freq_wavelen = orig / high_freq_factor;
+            for i in 0..pairs {
+                let b = unscaled(theta, i);
+                let wavelen = 2.0 * PI / b;
+                let v = if wavelen < high_freq_wavelen {
+                    b
+                } else if wavelen > low_freq_wavelen {
+                    b / factor
+                } else {
+                    let smooth = (orig / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                    (1.0 - smooth) * b / factor + smooth * b
+                };
+                emit(i, v);
+            }
+        }
+        ScalingRef::LongRope(p) => {
+            let ext =
+                if seq_len > p.original_max_position_embeddings { p.long_factor } else { p.short_factor };
+            for (i, e) in ext.iter().enumerate().take(pairs) {
+                emit(i, 1.0 / (e * libm::pow(theta, (2 * i) as f64 / d)));
+            }
+            attention_factor = p.attention_factor();
+        }
+        ScalingRef::Proportional { factor, partial_rotary_factor } => {
+            // HF: `int(partial_rotary_factor * head_dim // 2)`.
+            let rotated = libm::floor(partial_rotary_factor * d / 2.0) as usize;
+            for i in 0..pairs {
+                emit(i, if i < rotated { unscaled(theta, i) / factor } else { 0.0 });
+            }
+        }
+        ScalingRef::FreqFactors(ff) => {
+            (0..pairs).for_each(|i| emit(i, unscaled(theta, i) / ff[i]));
+        }
+    }
+    if !all_in_range {
+        // A finite theta > 0 can be so small that `theta^(2i/d)` underflows and its
+        // inverse overflows (or exceeds the bound); otherwise the scaling parameters are
+        // to blame (e.g. a linear factor of 1e-30). An angle that overflows would make
+        // cos/sin, and so every output, NaN.
+        if !in_range(unscaled(theta, pairs - 1)) {
+            return Err(RopeError::InvalidTheta);
+        }
+        return Err(RopeError::InvalidScalingParameter { name: config.scaling.primary_parameter() });
+    }
+    if !(0.0..=f64::from(f32::MAX)).contains(&attention_factor) {
+        // cos/sin rows are `attention_factor * cos(angle)` rounded to f32.
+        return Err(RopeError::InvalidScalingParameter { name: "attention_factor" });
+    }
+    Ok(attention_factor)
+}
+
+/// Fills `inv_freq_f32` (unless `keep_f32`: a caller table) and the turns of `inv_freq`,
+/// the derived tables of the cos/sin generator.
+pub(crate) fn derive_tables(
+    inv_freq: &[f64],
+    inv_freq_f32: &mut [f32],
+    keep_f32: bool,
+    hi: &mut [f64],
+    lo: &mut [f64],
+) {
+    if !keep_f32 {
+        for (o, v) in inv_freq_f32.iter_mut().zip(inv_freq) {
+            *o = *v as f32;
+        }
+    }
+    crate::kernels::sincos::split_turns(inv_freq, hi, lo);
+}
+
+/// Borrowed frequencies: what the cos/sin rows of a call are computed from
+/// ([`Frequencies::view`], or arrays in caller memory).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FreqRef<'a> {
+    /// Empty for per-call frequencies (rows do not read it).
+    pub inv_freq: &'a [f64],
+    pub inv_freq_f32: &'a [f32],
+    pub turns_hi: &'a [f64],
+    pub turns_lo: &'a [f64],
+    pub attention_factor: f64,
 }

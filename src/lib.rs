@@ -74,17 +74,18 @@ mod kernels;
 mod rope;
 mod view;
 
-pub use config::{AngleMode, Layout, RopeConfig, MAX_PAIRS, MAX_ROTARY_DIM};
+pub use config::{AngleMode, Layout, RopeConfig, RopeParams, MAX_PAIRS, MAX_ROTARY_DIM};
 pub use cossin::CosSinTable;
 #[cfg(feature = "alloc")]
 pub use cossin::RopeCache;
 pub use dispatch::Tier;
 pub use element::{DType, Element, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
 pub use error::{Operand, RopeError};
-pub use freq::{Frequencies, LongRopeParams, PairFactors, Scaling, YarnParams};
+pub use freq::{Frequencies, LongRopeParams, LongRopeRef, PairFactors, Scaling, ScalingRef, YarnParams};
 pub use half::{bf16, f16};
 pub use rope::{
-    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, Rope, TokenChunk, TokenChunks,
+    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, Rope, RopeRef, RopeState, TokenChunk,
+    TokenChunks,
 };
 pub use view::View;
 

@@ -2,15 +2,18 @@
 
 use core::ops::Range;
 
-use crate::config::{AngleMode, Layout, RopeConfig, MAX_PAIRS};
+use crate::config::{AngleMode, Layout, RopeConfig, RopeParams, MAX_PAIRS};
 use crate::cossin::{fill_row, CosSinTable};
 use crate::dispatch::{self, Tier};
 use crate::element::Element;
 use crate::error::{Operand, RopeError};
-use crate::freq::Frequencies;
+use crate::freq::{compute_inv_freq, FreqRef, Frequencies, ScalingRef};
 use crate::kernels::sincos::SinCos;
 use crate::kernels::{Kernels, RotateArgs};
+
+mod state;
 use crate::view::View;
+pub use state::RopeState;
 
 mod chunked;
 pub use chunked::{PreparedCall, TokenChunk, TokenChunks};
@@ -234,14 +237,19 @@ impl Rope {
 
     /// The tier this object's calls run on.
     pub fn tier(&self) -> Tier {
-        self.kernels().tier
+        self.as_ref().tier()
     }
 
-    #[inline]
-    fn kernels(&self) -> &'static Kernels {
-        match self.tier {
-            Some(t) => dispatch::kernels_for(t).unwrap_or_else(dispatch::active_kernels),
-            None => dispatch::active_kernels(),
+    /// This object as a [`RopeRef`]: the borrowed form every call runs on (a few words).
+    pub fn as_ref(&self) -> RopeRef<'_> {
+        let mut params = self.config.params();
+        params.angle_mode = self.config.angle_mode;
+        RopeRef {
+            params,
+            freqs: self.freqs.view(),
+            long: None,
+            caller_f32: self.freqs.has_caller_inv_freq_f32(),
+            tier: self.tier,
         }
     }
 
@@ -273,20 +281,7 @@ impl Rope {
     /// [`RopeError::TableShape`] for mismatched lengths, [`RopeError::PositionOverflow`]
     /// if `start + rows - 1` exceeds `u32::MAX`, and those of [`Rope::frequencies_at`].
     pub fn fill_table(&self, start: u32, cos: &mut [f32], sin: &mut [f32]) -> Result<(), RopeError> {
-        let pairs = self.config.pairs();
-        if cos.len() != sin.len() || !cos.len().is_multiple_of(pairs) {
-            return Err(RopeError::TableShape);
-        }
-        let rows = cos.len() / pairs;
-        if rows > 0 && u64::from(start) + rows as u64 - 1 > u64::from(u32::MAX) {
-            return Err(RopeError::PositionOverflow);
-        }
-        let freqs = self.frequencies_at(u64::from(start) + rows as u64)?;
-        let gen = SinCos::of(self.kernels());
-        for (r, (c, s)) in cos.chunks_exact_mut(pairs).zip(sin.chunks_exact_mut(pairs)).enumerate() {
-            fill_row(gen, &freqs, self.config.angle_mode, start + r as u32, c, s);
-        }
-        Ok(())
+        self.as_ref().fill_table(start, cos, sin)
     }
 
     /// Builds a cache of positions `0..max_positions`.
@@ -347,7 +342,7 @@ impl Rope {
     /// # Errors
     /// See [`Rope::apply_qk_into`].
     pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &Apply<'_>) -> Result<(), RopeError> {
-        self.apply_qk(x, None, opts)
+        self.as_ref().apply_qk(x, None, opts)
     }
 
     /// Rotates q and (optionally) k in place at the same positions.
@@ -378,8 +373,7 @@ impl Rope {
         k: Option<HeadsMut<'_, T>>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
-        let (tokens, tensors) = self.qk_tensors(q, k)?;
-        self.run(tokens, &tensors, opts)
+        self.as_ref().apply_qk(q, k, opts)
     }
 
     /// Rotates one tensor out of place (`out` may have its own strides; same shape).
@@ -406,7 +400,7 @@ impl Rope {
         out: HeadsMut<'_, T>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
-        self.apply_qk_into(x, out, None, opts)
+        self.as_ref().apply_qk_into(x, out, None, opts)
     }
 
     /// Rotates q and (optionally) k out of place at the same positions. Outputs may have
@@ -464,8 +458,189 @@ impl Rope {
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
+        self.as_ref().apply_qk_into(q, q_out, k, opts)
+    }
+}
+
+/// A RoPE with borrowed frequency tables: what every apply call runs on. From a [`Rope`]
+/// ([`Rope::as_ref`]) or from caller memory sized to the configuration
+/// ([`RopeState::rope`], no fixed-capacity value anywhere: issue 13). `Copy`, a few words.
+/// Its methods are those of [`Rope`], with the same errors.
+#[derive(Clone, Copy, Debug)]
+pub struct RopeRef<'a> {
+    /// The configuration; `angle_mode` is the effective one (`HfCompatible` with a caller
+    /// f32 table).
+    params: RopeParams<'a>,
+    /// The frequencies of calls whose frequencies do not depend on their length, and the
+    /// short ones of LongRoPE.
+    freqs: FreqRef<'a>,
+    /// LongRoPE's long frequencies, when precomputed ([`RopeState`]); else LongRoPE computes
+    /// them per call.
+    long: Option<FreqRef<'a>>,
+    /// The f32 table is the caller's (kept when frequencies are computed per call).
+    caller_f32: bool,
+    tier: Option<Tier>,
+}
+
+impl<'r> RopeRef<'r> {
+    /// Assembles a `RopeRef` ([`RopeState::rope`]); the tables are `params.pairs()` long.
+    pub(crate) fn from_parts(
+        params: RopeParams<'r>,
+        freqs: FreqRef<'r>,
+        long: Option<FreqRef<'r>>,
+        caller_f32: bool,
+        tier: Option<Tier>,
+    ) -> Self {
+        RopeRef { params, freqs, long, caller_f32, tier }
+    }
+
+    /// The configuration (the angle mode is the effective one).
+    pub fn params(&self) -> &RopeParams<'r> {
+        &self.params
+    }
+
+    /// Number of rotated pairs, `rotary_dim / 2`.
+    pub fn pairs(&self) -> usize {
+        self.params.pairs()
+    }
+
+    /// As [`Rope::apply`].
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &Apply<'_>) -> Result<(), RopeError> {
+        self.apply_qk(x, None, opts)
+    }
+
+    /// As [`Rope::apply_qk`].
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    pub fn apply_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        let (tokens, tensors) = self.qk_tensors(q, k)?;
+        self.run(tokens, &tensors, opts)
+    }
+
+    /// As [`Rope::apply_into`].
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    pub fn apply_into<T: Element>(
+        &self,
+        x: Heads<'_, T>,
+        out: HeadsMut<'_, T>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        self.apply_qk_into(x, out, None, opts)
+    }
+
+    /// As [`Rope::apply_qk_into`].
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    pub fn apply_qk_into<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
         let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
         self.run(tokens, &tensors, opts)
+    }
+
+    /// As [`Rope::fill_table`].
+    ///
+    /// # Errors
+    /// Those of [`Rope::fill_table`].
+    pub fn fill_table(&self, start: u32, cos: &mut [f32], sin: &mut [f32]) -> Result<(), RopeError> {
+        let pairs = self.pairs();
+        if cos.len() != sin.len() || !cos.len().is_multiple_of(pairs) {
+            return Err(RopeError::TableShape);
+        }
+        let rows = cos.len() / pairs;
+        if rows > 0 && u64::from(start) + rows as u64 - 1 > u64::from(u32::MAX) {
+            return Err(RopeError::PositionOverflow);
+        }
+        let mut slot = CallFreqs::<MAX_PAIRS>::new();
+        let freqs = self.freqs_at(u64::from(start) + rows as u64, &mut slot)?;
+        let gen = SinCos::of(self.kernels());
+        for (r, (c, s)) in cos.chunks_exact_mut(pairs).zip(sin.chunks_exact_mut(pairs)).enumerate() {
+            fill_row(gen, &freqs, self.params.angle_mode, start + r as u32, c, s);
+        }
+        Ok(())
+    }
+
+    /// The `inv_freq` (f64, radians per position) a call whose largest position is
+    /// `seq_len - 1` uses, into `out[..pairs]`, and its attention factor (as
+    /// [`Rope::frequencies_at`]). `out` is written only on success.
+    ///
+    /// # Errors
+    /// [`RopeError::InvFreqLength`] if `out.len() < pairs`; those of [`Frequencies::new`]
+    /// for frequencies computed per call (dynamic NTK).
+    pub fn inv_freq_at(&self, seq_len: u64, out: &mut [f64]) -> Result<f64, RopeError> {
+        let pairs = self.pairs();
+        if out.len() < pairs {
+            return Err(RopeError::InvFreqLength { expected: pairs, len: out.len() });
+        }
+        if !self.per_call() {
+            let set = self.set_at(seq_len);
+            out[..pairs].copy_from_slice(set.inv_freq);
+            return Ok(set.attention_factor);
+        }
+        // Per call, into a temporary: nothing is written on error.
+        let mut tmp = [0.0f64; MAX_PAIRS];
+        let af = compute_inv_freq(&self.params, seq_len, &mut tmp[..pairs])?;
+        out[..pairs].copy_from_slice(&tmp[..pairs]);
+        Ok(af)
+    }
+
+    /// True when the frequencies of a call are computed for it (dynamic NTK; LongRoPE
+    /// without precomputed long frequencies).
+    #[inline]
+    fn per_call(&self) -> bool {
+        match self.params.scaling {
+            ScalingRef::DynamicNtk { .. } => true,
+            ScalingRef::LongRope(_) => self.long.is_none(),
+            _ => false,
+        }
+    }
+
+    /// The stored frequencies of a call of length `seq_len` (when not [`Self::per_call`]).
+    #[inline]
+    fn set_at(&self, seq_len: u64) -> FreqRef<'r> {
+        match (self.params.scaling, self.long) {
+            (ScalingRef::LongRope(p), Some(long)) if seq_len > p.original_max_position_embeddings => long,
+            _ => self.freqs,
+        }
+    }
+
+    /// The frequencies of a call of length `seq_len`: stored, or computed into `slot`.
+    #[inline(always)]
+    fn freqs_at<'f, D: FreqSlot>(&'f self, seq_len: u64, slot: &'f mut D) -> Result<FreqRef<'f>, RopeError> {
+        if self.per_call() {
+            slot.fill(self, seq_len)
+        } else {
+            Ok(self.set_at(seq_len))
+        }
+    }
+
+    /// The tier this object's calls run on.
+    pub fn tier(&self) -> Tier {
+        self.kernels().tier
+    }
+
+    #[inline]
+    fn kernels(&self) -> &'static Kernels {
+        match self.tier {
+            Some(t) => dispatch::kernels_for(t).unwrap_or_else(dispatch::active_kernels),
+            None => dispatch::active_kernels(),
+        }
     }
 
     /// Validates positions and the cos/sin source ([`Rope::check_call`]), then rotates every
@@ -476,23 +651,26 @@ impl Rope {
         tensors: &Tensors<T>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
-        if self.config.scaling.depends_on_seq_len() {
-            return self.run_dynamic(tokens, tensors, opts);
+        if !self.per_call() {
+            return self.run_with(tokens, tensors, opts, &mut FixedFreqs);
         }
-        self.run_with(tokens, tensors, opts, &mut FixedFreqs)
+        if self.pairs() <= SMALL_PAIRS {
+            return self.run_dynamic::<T, SMALL_PAIRS>(tokens, tensors, opts);
+        }
+        self.run_dynamic::<T, MAX_PAIRS>(tokens, tensors, opts)
     }
 
     /// [`Rope::run`] for frequencies that depend on the call's length (dynamic NTK,
     /// LongRoPE): out of line, so that only these calls carry the per-call
     /// [`Frequencies`] on their stack.
     #[inline(never)]
-    fn run_dynamic<T: Element>(
+    fn run_dynamic<T: Element, const N: usize>(
         &self,
         tokens: usize,
         tensors: &Tensors<T>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
-        let mut dynamic: Option<Frequencies> = None;
+        let mut dynamic = CallFreqs::<N>::new();
         self.run_with(tokens, tensors, opts, &mut dynamic)
     }
 
@@ -504,15 +682,16 @@ impl Rope {
         opts: &Apply<'_>,
         dynamic: &mut D,
     ) -> Result<(), RopeError> {
-        let Some(freqs) = self.check_call(tokens, tensors, opts, dynamic)? else {
+        let Some(seq_len) = self.check_call(tokens, tensors, opts)? else {
             return Ok(());
         };
+        let freqs = self.freqs_at(seq_len, dynamic)?;
         // The tensors come from views validated against the buffers this call borrows
         // (`apply_qk`, `apply_qk_into`), all `tokens` long; the call holds the only borrows of
         // those buffers; `check_call` passed the positions and cos/sin source for `tokens`
         // tokens; `kernels()` comes from the dispatcher.
         // SAFETY: the contract of `rotate_tokens` holds, as just said.
-        unsafe { rotate_tokens(&self.token_params(opts, tokens), freqs, tensors, 0..tokens) };
+        unsafe { rotate_tokens(&self.token_params(opts, tokens), &freqs, tensors, 0..tokens) };
         Ok(())
     }
 
@@ -524,7 +703,7 @@ impl Rope {
         q: HeadsMut<'_, T>,
         k: Option<HeadsMut<'_, T>>,
     ) -> Result<(usize, Tensors<T>), RopeError> {
-        let hd = self.config.head_dim;
+        let hd = self.params.head_dim;
         q.view.validate(hd, q.data.len(), Operand::Q)?;
         let qp = q.data.as_mut_ptr();
         let mut tensors = [Some(Tensor::new(qp, qp, q.view, q.view)), None];
@@ -549,7 +728,7 @@ impl Rope {
         q_out: HeadsMut<'_, T>,
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
     ) -> Result<(usize, Tensors<T>), RopeError> {
-        let hd = self.config.head_dim;
+        let hd = self.params.head_dim;
         let pair = |x: &Heads<'_, T>, o: HeadsMut<'_, T>, op_in: Operand, op_out: Operand| {
             x.view.validate(hd, x.data.len(), op_in)?;
             o.view.validate(hd, o.data.len(), op_out)?;
@@ -572,17 +751,15 @@ impl Rope {
     /// The checks of every call after its views, single or prepared (same errors, same
     /// order): the `position_ids` count or `start` overflow, then the table width, then the
     /// largest position against the table rows. For a call that writes (some token, some
-    /// head) it then returns the frequencies to rotate with: the object's, or, when they
-    /// depend on the call's length (dynamic NTK, LongRoPE), those of this call, computed
-    /// into `dynamic`. `None` for an `Ok` no-op (and `dynamic` stays `None`).
+    /// head) it then returns the call's length (largest position + 1), which picks its
+    /// frequencies ([`RopeRef::freqs_at`]); `None` for an `Ok` no-op.
     #[inline]
-    fn check_call<'f, T, D: FreqSlot>(
-        &'f self,
+    fn check_call<T>(
+        &self,
         tokens: usize,
         tensors: &Tensors<T>,
         opts: &Apply<'_>,
-        dynamic: &'f mut D,
-    ) -> Result<Option<&'f Frequencies>, RopeError> {
+    ) -> Result<Option<u64>, RopeError> {
         // Positions: count, overflow, and the largest one (for tables and seq_len).
         let max_pos: Option<u32> = match opts.positions {
             Positions::Ids(ids) => {
@@ -601,7 +778,7 @@ impl Rope {
             }
         };
         if let CosSin::Table(table) = opts.cos_sin {
-            table.check_pairs(self.config.pairs())?;
+            table.check_pairs(self.pairs())?;
             if let Some(m) = max_pos {
                 if m as usize >= table.rows() {
                     return Err(RopeError::PositionOutOfRange { position: m, rows: table.rows() });
@@ -612,10 +789,7 @@ impl Rope {
         if tensors.iter().flatten().all(|t| t.heads == 0) {
             return Ok(None);
         }
-        if !self.config.scaling.depends_on_seq_len() {
-            return Ok(Some(&self.freqs));
-        }
-        dynamic.fill(self, u64::from(max_pos) + 1).map(Some)
+        Ok(Some(u64::from(max_pos) + 1))
     }
 
     /// The per-token settings of a call of `tokens` tokens with options `opts`.
@@ -626,11 +800,11 @@ impl Rope {
             positions: opts.positions,
             cos_sin: opts.cos_sin,
             kernels: self.kernels(),
-            layout: self.config.layout,
-            mode: self.config.angle_mode,
+            layout: self.params.layout,
+            mode: self.params.angle_mode,
             inverse: opts.direction == Direction::Inverse,
-            head_dim: self.config.head_dim,
-            pairs: self.config.pairs(),
+            head_dim: self.params.head_dim,
+            pairs: self.pairs(),
         }
     }
 }
@@ -638,14 +812,68 @@ impl Rope {
 /// Where [`Rope::check_call`] puts the frequencies of a call that depend on its length.
 pub(crate) trait FreqSlot {
     /// Computes the frequencies of a call of length `seq_len` into the slot.
-    fn fill<'f>(&'f mut self, rope: &Rope, seq_len: u64) -> Result<&'f Frequencies, RopeError>;
+    fn fill<'f>(&'f mut self, rope: &RopeRef<'_>, seq_len: u64) -> Result<FreqRef<'f>, RopeError>;
 }
 
-impl FreqSlot for Option<Frequencies> {
+/// The frequencies of one call computed for its length (dynamic NTK, LongRoPE without
+/// precomputed long frequencies), for up to `N` pairs: the row generator's tables only
+/// (20 bytes per pair; no f64 `inv_freq`, which is computed into `turns_hi` and reduced in
+/// place).
+#[derive(Debug)]
+pub(crate) struct CallFreqs<const N: usize> {
+    inv_freq_f32: [f32; N],
+    turns_hi: [f64; N],
+    turns_lo: [f64; N],
+    pairs: usize,
+    attention_factor: f64,
+}
+
+impl<const N: usize> CallFreqs<N> {
+    pub(crate) fn new() -> Self {
+        CallFreqs {
+            inv_freq_f32: [0.0; N],
+            turns_hi: [0.0; N],
+            turns_lo: [0.0; N],
+            pairs: 0,
+            attention_factor: 1.0,
+        }
+    }
+
+    /// The tables, borrowed (as filled by the last [`FreqSlot::fill`]).
+    pub(crate) fn view(&self) -> FreqRef<'_> {
+        let n = self.pairs;
+        FreqRef {
+            inv_freq: &[],
+            inv_freq_f32: &self.inv_freq_f32[..n],
+            turns_hi: &self.turns_hi[..n],
+            turns_lo: &self.turns_lo[..n],
+            attention_factor: self.attention_factor,
+        }
+    }
+}
+
+impl<const N: usize> FreqSlot for CallFreqs<N> {
     #[inline(never)]
-    fn fill<'f>(&'f mut self, rope: &Rope, seq_len: u64) -> Result<&'f Frequencies, RopeError> {
-        let freqs = rope.freqs.at_seq_len(&rope.config, seq_len)?;
-        Ok(self.insert(freqs))
+    fn fill<'f>(&'f mut self, rope: &RopeRef<'_>, seq_len: u64) -> Result<FreqRef<'f>, RopeError> {
+        let n = rope.pairs();
+        if n > N {
+            // Callers size the slot by the pairs; never taken.
+            return Err(RopeError::RotaryDimTooLarge { rotary_dim: 2 * n, max: 2 * N });
+        }
+        let inv = &mut self.turns_hi[..n];
+        self.attention_factor = compute_inv_freq(&rope.params, seq_len, inv)?;
+        if rope.caller_f32 {
+            self.inv_freq_f32[..n].copy_from_slice(rope.freqs.inv_freq_f32);
+        } else {
+            for (o, v) in self.inv_freq_f32[..n].iter_mut().zip(inv.iter()) {
+                *o = *v as f32;
+            }
+        }
+        for (h, l) in self.turns_hi[..n].iter_mut().zip(self.turns_lo[..n].iter_mut()) {
+            (*h, *l) = crate::kernels::sincos::turns(*h);
+        }
+        self.pairs = n;
+        Ok(self.view())
     }
 }
 
@@ -655,7 +883,7 @@ impl FreqSlot for Option<Frequencies> {
 struct FixedFreqs;
 
 impl FreqSlot for FixedFreqs {
-    fn fill<'f>(&'f mut self, _: &Rope, _: u64) -> Result<&'f Frequencies, RopeError> {
+    fn fill<'f>(&'f mut self, _: &RopeRef<'_>, _: u64) -> Result<FreqRef<'f>, RopeError> {
         Err(RopeError::InvalidScalingParameter { name: "seq_len" })
     }
 }
@@ -714,8 +942,10 @@ struct TokenParams<'a> {
 }
 
 /// A cos or sin row buffer of `N` entries on a 64-byte line (a cache line; one AVX-512
-/// vector).
-#[repr(C, align(64))]
+/// vector) on 64-bit targets; 16 bytes on smaller ones (microcontrollers have no cache
+/// lines to respect, and a 64-byte realignment costs their stack: issue 13).
+#[cfg_attr(target_pointer_width = "64", repr(C, align(64)))]
+#[cfg_attr(not(target_pointer_width = "64"), repr(C, align(16)))]
 struct LineRow<const N: usize>([f32; N]);
 
 /// Rows of up to this many pairs (head_dim 128) are generated in a buffer of this size;
@@ -728,7 +958,7 @@ const SMALL_PAIRS: usize = 64;
 #[inline(always)]
 fn on_the_fly<const N: usize>(
     p: &TokenParams<'_>,
-    freqs: &Frequencies,
+    freqs: &FreqRef<'_>,
     range: Range<usize>,
     rotate_token: &impl Fn(usize, &[f32], &[f32]),
 ) {
@@ -751,7 +981,7 @@ type RotateToken<'a> = dyn Fn(usize, &[f32], &[f32]) + 'a;
 #[inline(never)]
 fn on_the_fly_large(
     p: &TokenParams<'_>,
-    freqs: &Frequencies,
+    freqs: &FreqRef<'_>,
     range: Range<usize>,
     rotate_token: &RotateToken<'_>,
 ) {
@@ -775,7 +1005,7 @@ fn on_the_fly_large(
 #[inline(always)]
 unsafe fn rotate_tokens<T: Element>(
     p: &TokenParams<'_>,
-    freqs: &Frequencies,
+    freqs: &FreqRef<'_>,
     tensors: &Tensors<T>,
     range: Range<usize>,
 ) {

@@ -168,7 +168,7 @@ unsafe fn in_place<T: Element>(
         // SAFETY: as above.
         let k = if k.is_null() { None } else { Some(unsafe { tensor::<T>(k) }?) };
         // SAFETY: the caller's contract (NULL or readable options and buffers).
-        let (apply, reads) = unsafe { options(opts, r.config().pairs()) }?;
+        let (apply, reads) = unsafe { options(opts, r.pairs()) }?;
         let kb = k.map_or((0, 0), |(b, _)| b.bytes());
         disjoint(&[qb.bytes(), kb], &reads)?;
         // SAFETY: checked by `Buf::new`, writable and not accessed by others (the
@@ -206,7 +206,7 @@ unsafe fn into<T: Element>(
             _ => return Err(ROPE_NULL_POINTER),
         };
         // SAFETY: the caller's contract (NULL or readable options and buffers).
-        let (apply, [ids, cos, sin]) = unsafe { options(opts, r.config().pairs()) }?;
+        let (apply, [ids, cos, sin]) = unsafe { options(opts, r.pairs()) }?;
         let (kb, kob) = k.map_or(((0, 0), (0, 0)), |((b, _), (o, _))| (b.bytes(), o.bytes()));
         disjoint(&[qob.bytes(), kob], &[qb.bytes(), kb, ids, cos, sin])?;
         // SAFETY: checked by `Buf::new`, readable and not written by others (the contract).

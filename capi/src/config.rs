@@ -4,7 +4,7 @@
 use core::ptr::NonNull;
 
 use rope_kernels::{
-    AngleMode, Layout, LongRopeParams, Rope, RopeConfig, RopeError, Scaling, YarnParams, MAX_PAIRS,
+    AngleMode, Layout, LongRopeRef, RopeError, RopeParams, RopeState, ScalingRef, YarnParams, MAX_PAIRS,
 };
 
 use crate::boundary::{flag, guard, read_versioned, required, rust, Buf, R};
@@ -161,15 +161,15 @@ unsafe fn doubles<'a>(p: *const f64, len: usize, name: &'static str) -> R<&'a [f
 ///
 /// # Safety
 /// The arrays of `rope_type` are readable for their counts (the contract of `rope_scaling`).
-unsafe fn scaling(s: &rope_scaling) -> R<Scaling> {
+unsafe fn scaling<'a>(s: &rope_scaling) -> R<ScalingRef<'a>> {
     let opt = |has: u8, v: f64| flag(has).map(|h| h.then_some(v));
     Ok(match s.rope_type {
-        ROPE_SCALING_NONE => Scaling::None,
-        ROPE_SCALING_LINEAR => Scaling::Linear { factor: s.factor },
+        ROPE_SCALING_NONE => ScalingRef::None,
+        ROPE_SCALING_LINEAR => ScalingRef::Linear { factor: s.factor },
         ROPE_SCALING_DYNAMIC => {
-            Scaling::DynamicNtk { factor: s.factor, max_position_embeddings: s.max_position_embeddings }
+            ScalingRef::DynamicNtk { factor: s.factor, max_position_embeddings: s.max_position_embeddings }
         }
-        ROPE_SCALING_NTK_ALPHA => Scaling::NtkAlpha { alpha: s.alpha },
+        ROPE_SCALING_NTK_ALPHA => ScalingRef::NtkAlpha { alpha: s.alpha },
         ROPE_SCALING_YARN => {
             let mut p = YarnParams::new(s.factor, s.original_max_position_embeddings)
                 .with_beta(s.beta_fast, s.beta_slow)
@@ -177,9 +177,9 @@ unsafe fn scaling(s: &rope_scaling) -> R<Scaling> {
             p.mscale = opt(s.has_mscale, s.mscale)?;
             p.mscale_all_dim = opt(s.has_mscale_all_dim, s.mscale_all_dim)?;
             p.attention_factor = opt(s.has_attention_factor, s.attention_factor)?;
-            Scaling::Yarn(p)
+            ScalingRef::Yarn(p)
         }
-        ROPE_SCALING_LLAMA3 => Scaling::Llama3 {
+        ROPE_SCALING_LLAMA3 => ScalingRef::Llama3 {
             factor: s.factor,
             low_freq_factor: s.low_freq_factor,
             high_freq_factor: s.high_freq_factor,
@@ -191,29 +191,37 @@ unsafe fn scaling(s: &rope_scaling) -> R<Scaling> {
             // SAFETY: this function's contract.
             let long = unsafe { doubles(s.long_factor, s.long_factor_len, "long_factor") }?;
             let attention_factor = opt(s.has_attention_factor, s.attention_factor)?;
-            let mut p = rust(LongRopeParams::new(short, long, s.original_max_position_embeddings, s.factor))?;
-            p.attention_factor = attention_factor;
-            Scaling::LongRope(p)
+            ScalingRef::LongRope(LongRopeRef::new(
+                short,
+                long,
+                s.original_max_position_embeddings,
+                s.factor,
+                attention_factor,
+            ))
         }
         ROPE_SCALING_PROPORTIONAL => {
-            Scaling::Proportional { factor: s.factor, partial_rotary_factor: s.partial_rotary_factor }
+            ScalingRef::Proportional { factor: s.factor, partial_rotary_factor: s.partial_rotary_factor }
         }
         ROPE_SCALING_FREQ_FACTORS => {
             // SAFETY: this function's contract.
-            let f = unsafe { doubles(s.freq_factors, s.freq_factors_len, "freq_factors") }?;
-            rust(Scaling::freq_factors(f))?
+            ScalingRef::FreqFactors(unsafe { doubles(s.freq_factors, s.freq_factors_len, "freq_factors") }?)
         }
         _ => return Err(ROPE_UNKNOWN_ENUM),
     })
 }
 
-/// Builds the validated [`Rope`] a `rope_config` describes (boundary checks first, then
-/// every check of the Rust crate, including its caller `inv_freq` table).
+/// Reads the configuration a `rope_config` describes (boundary checks first: struct size,
+/// enums, flags, array pointers), its arrays borrowed for the call, and hands it with the
+/// caller f32 `inv_freq` table (if any) to `body`. Nothing is copied: `rope_init` computes
+/// the frequencies straight into the handle storage (issue 13).
 ///
 /// # Safety
 /// `cfg` as documented on `rope_config`: NULL, or readable for `struct_size` bytes, with
-/// arrays readable for their counts.
-pub(crate) unsafe fn build(cfg: *const rope_config) -> R<Rope> {
+/// arrays readable for their counts and unchanged during the call.
+pub(crate) unsafe fn with_params<T>(
+    cfg: *const rope_config,
+    body: impl FnOnce(&RopeParams<'_>, Option<&[f32]>) -> R<T>,
+) -> R<T> {
     // SAFETY: the caller's contract; every field of `rope_config` accepts any bits.
     let c = unsafe { read_versioned(cfg) }?;
     let layout = match c.layout {
@@ -231,21 +239,25 @@ pub(crate) unsafe fn build(cfg: *const rope_config) -> R<Rope> {
         None
     } else {
         let buf = Buf::new(c.inv_freq, c.inv_freq_len)?;
-        // SAFETY: checked by `Buf::new`; readable during the call (the contract); copied.
+        // SAFETY: checked by `Buf::new`; readable and unchanged during the call (the contract).
         Some(unsafe { buf.slice() })
     };
-    let config = RopeConfig::new(c.head_dim, c.theta)
-        .with_rotary_dim(c.rotary_dim)
-        .with_layout(layout)
-        .with_angle_mode(angle_mode)
-        // SAFETY: the caller's contract covers the arrays.
-        .with_scaling(unsafe { scaling(&c.scaling) }?);
-    let pairs = config.rotary_dim / 2;
-    let rope = rust(Rope::new(config))?;
+    let mut params = RopeParams::new(c.head_dim, c.theta);
+    params.rotary_dim = c.rotary_dim;
+    params.layout = layout;
+    params.angle_mode = angle_mode;
+    // SAFETY: the caller's contract covers the arrays.
+    params.scaling = unsafe { scaling(&c.scaling) }?;
     match inv_freq {
-        None => Err(from_error(RopeError::InvFreqLength { expected: pairs, len: c.inv_freq_len })),
-        Some([]) => Ok(rope),
-        Some(table) => rust(rope.with_hf_inv_freq(table)),
+        None => {
+            // The configuration's own errors first, as `Rope::new` then `with_hf_inv_freq`.
+            rust(params.validate())?;
+            let pairs = params.pairs();
+            rust(RopeState::check(&params, None))?;
+            Err(from_error(RopeError::InvFreqLength { expected: pairs, len: c.inv_freq_len }))
+        }
+        Some([]) => body(&params, None),
+        Some(table) => body(&params, Some(table)),
     }
 }
 
@@ -333,5 +345,5 @@ pub unsafe extern "C" fn rope_config_init(
 #[no_mangle]
 pub unsafe extern "C" fn rope_config_validate(cfg: *const rope_config) -> rope_status {
     // SAFETY: the caller's contract, passed on.
-    guard(|| unsafe { build(cfg) }.map(drop))
+    guard(|| unsafe { with_params(cfg, |p, t| rust(RopeState::check(p, t)).map(drop)) })
 }

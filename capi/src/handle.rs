@@ -5,20 +5,23 @@ use core::mem::{align_of, needs_drop, size_of};
 use core::ptr::{addr_of, addr_of_mut};
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use rope_kernels::Rope;
+use rope_kernels::{RopeParams, RopeRef, RopeState, MAX_PAIRS};
 
 use crate::boundary::{disjoint, guard, required, rust, Buf, R};
-use crate::config::{build, rope_config};
+use crate::config::{rope_config, with_params};
 use crate::status::*;
 
 /// A validated RoPE configuration with its frequencies (opaque). Made by `rope_init`
 /// into caller storage or by `rope_new` on the heap. It owns no other resource: storage
 /// given to `rope_init` may be reused or freed at any time after the last call that uses
 /// the handle. Calls that take a `const rope_t *` may run concurrently on one handle.
+// Layout: this header, then the frequency tables sized to the configuration
+// (`RopeState::table_lens`: f64s, then f32s), `rope_storage_size` bytes in all. Not
+// `#[repr(C)]`, so that cbindgen declares it opaque.
 pub struct rope_t {
     /// `MAGIC_STORAGE` or `MAGIC_HEAP` while live.
     magic: u32,
-    rope: Rope,
+    state: RopeState,
 }
 
 const MAGIC_STORAGE: u32 = 0x524F_5045; // "ROPE"
@@ -26,11 +29,15 @@ const MAGIC_HEAP: u32 = 0x524F_5048; // "ROPH"
 
 /// An upper bound of `rope_size()` on every target, for static storage:
 /// `static unsigned char buf[ROPE_STORAGE_SIZE] _Alignas(ROPE_STORAGE_ALIGN);`.
-pub const ROPE_STORAGE_SIZE: usize = 12288;
+pub const ROPE_STORAGE_SIZE: usize = 16384;
 /// An upper bound of `rope_align()` on every target.
 pub const ROPE_STORAGE_ALIGN: usize = 16;
 
-const _: () = assert!(size_of::<rope_t>() <= ROPE_STORAGE_SIZE);
+/// The most storage any configuration needs: LongRoPE (two frequency sets) at the largest
+/// `rotary_dim`.
+const MAX_STORAGE: usize = storage_bytes(2 * 3 * MAX_PAIRS, 2 * MAX_PAIRS);
+
+const _: () = assert!(MAX_STORAGE <= ROPE_STORAGE_SIZE);
 const _: () = assert!(align_of::<rope_t>() <= ROPE_STORAGE_ALIGN);
 // Storage is handed back without running any destructor.
 const _: () = assert!(!needs_drop::<rope_t>());
@@ -42,27 +49,58 @@ pub(crate) fn fail_next_alloc() {
     FAIL_NEXT_ALLOC.store(true, Ordering::Relaxed);
 }
 
-/// The `Rope` of a live handle.
+/// The bytes of a handle whose tables have `n64` f64 and `n32` f32 elements.
+const fn storage_bytes(n64: usize, n32: usize) -> usize {
+    size_of::<rope_t>() + n64 * size_of::<f64>() + n32 * size_of::<f32>()
+}
+
+/// The tables of the handle at `p`: `n64` f64s right after the header, then the f32s.
 ///
 /// # Safety
-/// `p` is NULL or points to readable memory of `size_of::<rope_t>()` bytes that, if it
-/// holds a live magic, holds a handle made by `rope_init`/`rope_new`, not written during
-/// the returned borrow.
-pub(crate) unsafe fn rope_ref<'a>(p: *const rope_t) -> R<&'a Rope> {
+/// `p` is aligned and valid (for reads, or writes with `mut`) for `storage_bytes(n64, n32)`
+/// bytes.
+unsafe fn tables(p: *mut rope_t, n64: usize) -> (*mut f64, *mut f32) {
+    // SAFETY: within the storage (the contract); `size_of::<rope_t>()` is a multiple of its
+    // alignment, 8, so the f64s and then the f32s are aligned.
+    unsafe {
+        let f64s = p.cast::<u8>().add(size_of::<rope_t>()).cast::<f64>();
+        (f64s, f64s.add(n64).cast::<f32>())
+    }
+}
+
+/// The RoPE of a live handle.
+///
+/// # Safety
+/// `p` is NULL or points to readable memory of `rope_size()` bytes that, if it holds a
+/// live magic, holds a handle made by `rope_init`/`rope_new`, not written during the
+/// returned borrow.
+pub(crate) unsafe fn rope_ref<'a>(p: *const rope_t) -> R<RopeRef<'a>> {
     let p = required(p)?.as_ptr();
     // SAFETY: aligned, readable (the contract); a `u32` accepts any bits.
     let magic = unsafe { addr_of!((*p).magic).read() };
     if magic != MAGIC_STORAGE && magic != MAGIC_HEAP {
         return Err(ROPE_INVALID_HANDLE);
     }
-    // SAFETY: a live magic means `rope_init`/`rope_new` wrote a valid `Rope` there.
-    Ok(unsafe { &(*p).rope })
+    // SAFETY: a live magic means `rope_init`/`rope_new` wrote a valid `RopeState` there.
+    let state = unsafe { &(*p).state };
+    let (n64, n32) = state.lens();
+    if storage_bytes(n64, n32) > MAX_STORAGE {
+        return Err(ROPE_INVALID_HANDLE);
+    }
+    // SAFETY: the handle's tables, within its `rope_size()` readable bytes (just checked),
+    // written by `rope_init`/`rope_new`, not written during the borrow (the contract).
+    let (f64s, f32s) = unsafe {
+        let (a, b) = tables(p, n64);
+        (core::slice::from_raw_parts(a, n64), core::slice::from_raw_parts(b, n32))
+    };
+    state.rope(f64s, f32s).ok_or(ROPE_INVALID_HANDLE)
 }
 
-/// The size in bytes of the storage `rope_init` needs (at most `ROPE_STORAGE_SIZE`).
+/// The size in bytes of the storage `rope_init` needs for the largest configuration (at
+/// most `ROPE_STORAGE_SIZE`); `rope_storage_size` gives the size for one configuration.
 #[no_mangle]
 pub extern "C" fn rope_size() -> usize {
-    size_of::<rope_t>()
+    MAX_STORAGE
 }
 
 /// The alignment in bytes of the storage `rope_init` needs (at most
@@ -72,12 +110,50 @@ pub extern "C" fn rope_align() -> usize {
     align_of::<rope_t>()
 }
 
+/// The storage bytes of the handle of `params` (validated as `rope_init` validates them),
+/// and its table lengths.
+pub(crate) fn storage_for(params: &RopeParams<'_>, inv_freq: Option<&[f32]>) -> R<(usize, usize, usize)> {
+    let (n64, n32) = rust(RopeState::check(params, inv_freq))?;
+    Ok((storage_bytes(n64, n32), n64, n32))
+}
+
+/// Builds the handle of `params` into `p`, `magic` its kind.
+///
+/// # Safety
+/// `p` is aligned and writable for `storage_bytes(n64, n32)` bytes (from [`storage_for`] of
+/// the same arguments), none of which any other live borrow covers.
+unsafe fn init_at(
+    p: *mut rope_t,
+    magic: u32,
+    params: &RopeParams<'_>,
+    inv_freq: Option<&[f32]>,
+    (n64, n32): (usize, usize),
+) -> R<()> {
+    // SAFETY: the tables lie in the storage (the contract); `init` writes every element
+    // before it reads it back, and any bits are valid f64/f32 values, so it may see the
+    // storage's old bytes.
+    let (f64s, f32s) = unsafe {
+        let (a, b) = tables(p, n64);
+        a.write_bytes(0, n64);
+        b.write_bytes(0, n32);
+        (core::slice::from_raw_parts_mut(a, n64), core::slice::from_raw_parts_mut(b, n32))
+    };
+    let state = rust(RopeState::init(params, inv_freq, f64s, f32s))?;
+    // SAFETY: `p` is aligned and writable for the header (the contract); the old contents
+    // need no drop.
+    unsafe { p.write(rope_t { magic, state }) };
+    Ok(())
+}
+
 /// Validates `*cfg` and builds a handle in `storage` (`size` bytes, aligned to
 /// `rope_align()`), without allocating; `*out` receives the handle (equal to `storage`).
-/// Arrays in `cfg` are copied. Storage that already holds a handle may be reused.
+/// The frequencies are computed into the storage, sized to the configuration
+/// (`rope_storage_size`); arrays in `cfg` need not outlive the call. Storage that already
+/// holds a handle may be reused.
 ///
 /// Errors (nothing is written): `ROPE_NULL_POINTER` (`storage`, `cfg`, `out`),
-/// `ROPE_MISALIGNED_POINTER`, `ROPE_BUFFER_TOO_SMALL` (`size < rope_size()`),
+/// `ROPE_MISALIGNED_POINTER`, `ROPE_BUFFER_TOO_SMALL` (`size` below the fixed header, or,
+/// once the configuration is valid, below `rope_storage_size`),
 /// `ROPE_OVERLAPPING_BUFFERS` (`out` inside the storage), and those of
 /// `rope_config_validate`.
 ///
@@ -97,17 +173,23 @@ pub unsafe extern "C" fn rope_init(
         if size < size_of::<rope_t>() {
             return Err(ROPE_BUFFER_TOO_SMALL);
         }
-        let out_bytes = Buf::new(out.cast_const(), 1)?.bytes();
-        disjoint(&[(storage as usize, storage as usize + size_of::<rope_t>())], &[out_bytes])?;
         // SAFETY: the caller's contract, passed on.
-        let rope = unsafe { build(cfg) }?;
-        // SAFETY: `storage` is aligned and writable for a `rope_t` (checked size, the
-        // contract); the old contents need no drop; `out` is writable and outside it.
         unsafe {
-            storage.write(rope_t { magic: MAGIC_STORAGE, rope });
-            out.write(storage);
+            with_params(cfg, |params, inv_freq| {
+                let (need, n64, n32) = storage_for(params, inv_freq)?;
+                if size < need {
+                    return Err(ROPE_BUFFER_TOO_SMALL);
+                }
+                let out_bytes = Buf::new(out.cast_const(), 1)?.bytes();
+                disjoint(&[(storage as usize, storage as usize + need)], &[out_bytes])?;
+                // SAFETY: `storage` is aligned and writable for `need <= size` bytes (checked,
+                // the contract); the configuration's arrays are the caller's, outside it.
+                init_at(storage, MAGIC_STORAGE, params, inv_freq, (n64, n32))?;
+                // SAFETY: `out` is writable and outside the storage (checked).
+                out.write(storage);
+                Ok(())
+            })
         }
-        Ok(())
     })
 }
 
@@ -123,25 +205,39 @@ pub unsafe extern "C" fn rope_new(cfg: *const rope_config, out: *mut *mut rope_t
     guard(|| {
         let out = required(out)?.as_ptr();
         // SAFETY: the caller's contract, passed on.
-        let rope = unsafe { build(cfg) }?;
-        let p = alloc()?;
-        // SAFETY: `p` is a fresh allocation of a `rope_t`'s layout; `out` is writable and
-        // cannot lie inside memory the allocator just handed out.
         unsafe {
-            p.write(rope_t { magic: MAGIC_HEAP, rope });
-            out.write(p);
+            with_params(cfg, |params, inv_freq| {
+                let (need, n64, n32) = storage_for(params, inv_freq)?;
+                let p = alloc(need)?;
+                // SAFETY: `p` is a fresh allocation of `need` bytes, aligned for `rope_t`.
+                if let Err(e) = init_at(p, MAGIC_HEAP, params, inv_freq, (n64, n32)) {
+                    // SAFETY: just allocated with this size, never handed out.
+                    dealloc_bytes(p, need);
+                    return Err(e);
+                }
+                // SAFETY: `out` is writable and cannot lie inside memory the allocator
+                // just handed out.
+                out.write(p);
+                Ok(())
+            })
         }
-        Ok(())
     })
 }
 
+/// The heap layout of a handle of `bytes` bytes.
 #[cfg(feature = "std")]
-fn alloc() -> R<*mut rope_t> {
+fn heap_layout(bytes: usize) -> R<std::alloc::Layout> {
+    std::alloc::Layout::from_size_align(bytes, align_of::<rope_t>()).map_err(|_| ROPE_OUT_OF_MEMORY)
+}
+
+#[cfg(feature = "std")]
+fn alloc(bytes: usize) -> R<*mut rope_t> {
     if FAIL_NEXT_ALLOC.swap(false, Ordering::Relaxed) {
         return Err(ROPE_OUT_OF_MEMORY);
     }
-    // SAFETY: the layout has a non-zero size.
-    let p = unsafe { std::alloc::alloc(std::alloc::Layout::new::<rope_t>()) };
+    let layout = heap_layout(bytes)?;
+    // SAFETY: the layout has a non-zero size (at least the header).
+    let p = unsafe { std::alloc::alloc(layout) };
     if p.is_null() {
         return Err(ROPE_OUT_OF_MEMORY);
     }
@@ -149,7 +245,7 @@ fn alloc() -> R<*mut rope_t> {
 }
 
 #[cfg(not(feature = "std"))]
-fn alloc() -> R<*mut rope_t> {
+fn alloc(_: usize) -> R<*mut rope_t> {
     FAIL_NEXT_ALLOC.store(false, Ordering::Relaxed);
     Err(ROPE_OUT_OF_MEMORY)
 }
@@ -188,8 +284,23 @@ pub unsafe extern "C" fn rope_free(rope: *mut rope_t) -> rope_status {
 /// `p` came from [`alloc`] and is not used again.
 #[cfg(feature = "std")]
 unsafe fn dealloc(p: *mut rope_t) {
-    // SAFETY: `p` came from `alloc` with this layout (the contract).
-    unsafe { std::alloc::dealloc(p.cast(), std::alloc::Layout::new::<rope_t>()) }
+    // SAFETY: a heap handle (the contract): its header is readable.
+    let (n64, n32) = unsafe { (*p).state.lens() };
+    // SAFETY: `p` came from `alloc` with the size of these tables (the contract).
+    unsafe { dealloc_bytes(p, storage_bytes(n64, n32)) }
+}
+
+/// Returns `bytes` bytes of heap memory at `p`.
+///
+/// # Safety
+/// `p` came from `alloc(bytes)` and is not used again.
+#[cfg(feature = "std")]
+unsafe fn dealloc_bytes(p: *mut rope_t, bytes: usize) {
+    // `alloc(bytes)` succeeded with this layout.
+    if let Ok(layout) = heap_layout(bytes) {
+        // SAFETY: `p` came from `alloc` with this layout (the contract).
+        unsafe { std::alloc::dealloc(p.cast(), layout) }
+    }
 }
 
 /// # Safety
@@ -198,6 +309,11 @@ unsafe fn dealloc(p: *mut rope_t) {
 unsafe fn dealloc(_: *mut rope_t) {
     // Unreachable: without `std` no handle carries MAGIC_HEAP.
 }
+
+/// # Safety
+/// Any pointer: without `std` nothing is allocated.
+#[cfg(not(feature = "std"))]
+unsafe fn dealloc_bytes(_: *mut rope_t, _: usize) {}
 
 /// `*pairs = rotary_dim / 2`, the width of a cos/sin table row and of `inv_freq`.
 ///
@@ -213,7 +329,7 @@ pub unsafe extern "C" fn rope_pairs(rope: *const rope_t, pairs: *mut usize) -> r
         let r = unsafe { rope_ref(rope) }?;
         let out = required(pairs)?;
         // SAFETY: non-NULL, aligned, writable (the contract).
-        unsafe { out.as_ptr().write(r.config().pairs()) };
+        unsafe { out.as_ptr().write(r.pairs()) };
         Ok(())
     })
 }
@@ -244,20 +360,22 @@ pub unsafe extern "C" fn rope_frequencies(
     guard(|| {
         // SAFETY: the caller's contract.
         let r = unsafe { rope_ref(rope) }?;
-        let pairs = r.config().pairs();
+        let pairs = r.pairs();
         let out = Buf::new(inv_freq.cast_const(), inv_freq_len)?;
         if out.len() < pairs {
             return Err(ROPE_BUFFER_TOO_SMALL);
         }
         let af = if attention_factor.is_null() { None } else { Some(required(attention_factor)?) };
-        let freqs = rust(r.frequencies_at(seq_len))?;
-        // Raw writes, no references: `attention_factor` may even point into `inv_freq`.
-        // SAFETY: `inv_freq` is writable for `inv_freq_len >= pairs` doubles (checked,
-        // the contract); the source is a Rust array, disjoint from C memory.
-        unsafe { core::ptr::copy_nonoverlapping(freqs.inv_freq().as_ptr(), inv_freq, pairs) };
+        // `attention_factor` may even point into `inv_freq`: the slice of the first `pairs`
+        // doubles ends before the attention factor is written (raw). The handle's tables are
+        // the library's, outside it.
+        // SAFETY: `inv_freq` is writable for `inv_freq_len >= pairs` doubles (checked, the
+        // contract).
+        let out = unsafe { core::slice::from_raw_parts_mut(inv_freq, pairs) };
+        let value = rust(r.inv_freq_at(seq_len, out))?;
         if let Some(af) = af {
             // SAFETY: non-NULL, aligned, writable (the contract).
-            unsafe { af.as_ptr().write(freqs.attention_factor()) };
+            unsafe { af.as_ptr().write(value) };
         }
         Ok(())
     })

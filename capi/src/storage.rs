@@ -2,13 +2,13 @@
 //! configuration, for firmware that sizes its static storage to the model.
 
 use crate::boundary::{guard, required};
-use crate::config::{build, rope_config};
-use crate::handle::rope_size;
+use crate::config::{rope_config, with_params};
+use crate::handle::storage_for;
 use crate::status::*;
 
 /// Validates `*cfg` as `rope_init` would and writes to `*size` the bytes of storage (aligned
-/// to `rope_align()`) that `rope_init` needs for it: at most `ROPE_STORAGE_SIZE`, and no
-/// more than `rope_size()`.
+/// to `rope_align()`) that `rope_init` needs for it: a fixed header and 28 bytes per
+/// rotated pair (`rotary_dim / 2`; twice for LongRoPE), at most `rope_size()`.
 ///
 /// Errors (nothing is written): `ROPE_NULL_POINTER` (`cfg`, `size`),
 /// `ROPE_MISALIGNED_POINTER`, and those of `rope_config_validate`.
@@ -22,9 +22,9 @@ pub unsafe extern "C" fn rope_storage_size(cfg: *const rope_config, size: *mut u
     guard(|| {
         let out = required(size)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { build(cfg) }?;
+        let (need, _, _) = unsafe { with_params(cfg, storage_for) }?;
         // SAFETY: non-NULL, aligned (checked), writable (the contract).
-        unsafe { out.as_ptr().write(rope_size()) };
+        unsafe { out.as_ptr().write(need) };
         Ok(())
     })
 }

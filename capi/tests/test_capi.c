@@ -538,7 +538,11 @@ static void check_statuses(const rope_t *rope) {
     llama3_config(&cfg);
     CHECK(rope_size() <= ROPE_STORAGE_SIZE && rope_align() <= ROPE_STORAGE_ALIGN, "storage bounds");
     memset(storage2, 0xAB, sizeof storage2);
-    EXPECT(ROPE_BUFFER_TOO_SMALL, rope_init(storage2, rope_size() - 1, &cfg, &h));
+    /* Storage sized to the configuration (issue 13): one byte less is too small. */
+    size_t storage_need = 0;
+    EXPECT(ROPE_OK, rope_storage_size(&cfg, &storage_need));
+    CHECK(storage_need <= rope_size(), "rope_storage_size %zu <= rope_size()", storage_need);
+    EXPECT(ROPE_BUFFER_TOO_SMALL, rope_init(storage2, storage_need - 1, &cfg, &h));
     EXPECT(ROPE_BUFFER_TOO_SMALL, rope_init(storage2, 0, &cfg, &h));
     EXPECT(ROPE_MISALIGNED_POINTER, rope_init(storage2 + 1, sizeof storage2 - 1, &cfg, &h));
     EXPECT(ROPE_NULL_POINTER, rope_init(NULL, sizeof storage2, &cfg, &h));

@@ -47,8 +47,9 @@ use crate::element::Element;
 
 pub(crate) mod rows;
 
-/// The most f32 lanes of any tier's vector (AVX-512: 16).
-pub(crate) const MAX_LANES: usize = 16;
+/// The most f32 lanes of any tier's vector of this target (AVX-512: 16; 4 elsewhere), the
+/// size of the tail buffers ([`Pad`]): small on microcontrollers (issue 13).
+pub(crate) const MAX_LANES: usize = if cfg!(target_arch = "x86_64") { 16 } else { 4 };
 
 /// A tier's f32 vector and the operations the kernels need.
 ///
@@ -421,6 +422,8 @@ unsafe fn interleaved_step<S: Simd, T: SimdElement>(
 /// The contract of [`RotateFn`](super::RotateFn); `s` proves the CPU supports its tier.
 #[inline(always)]
 pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
+    // The tail buffers hold two vectors of every tier of this target.
+    const { assert!(S::LANES <= MAX_LANES) };
     let pairs = a.cos.len();
     let rotary_dim = 2 * pairs;
     debug_assert!(a.sin.len() == pairs && rotary_dim <= a.head_dim && rotary_dim <= MAX_ROTARY_DIM);
@@ -554,10 +557,10 @@ unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_
     let blocks = pairs - pairs % (2 * lanes);
     // Rows split into even and odd entries per block: block `b` lane `j` holds entry
     // `2 * lanes * b + 2 * j` (even) or `.. + 1` (odd). Only 0..blocks is written and read.
-    let mut ce = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
-    let mut co = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
-    let mut se = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
-    let mut so = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
+    let mut ce = Row([MaybeUninit::uninit(); SPLIT_ENTRIES]);
+    let mut co = Row([MaybeUninit::uninit(); SPLIT_ENTRIES]);
+    let mut se = Row([MaybeUninit::uninit(); SPLIT_ENTRIES]);
+    let mut so = Row([MaybeUninit::uninit(); SPLIT_ENTRIES]);
     {
         let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
         let [ce, co, se, so] = [&mut ce, &mut co, &mut se, &mut so].map(|r| r.0.as_mut_ptr().cast::<f32>());
@@ -565,7 +568,7 @@ unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_
         // which is k / 2 for the entry k = 2 lanes b + 2 j: a plain stride-2 split.
         for k in 0..blocks / 2 {
             // SAFETY: 2 k + 1 < blocks <= pairs entries of the rows; k < blocks / 2 <=
-            // MAX_PAIRS / 2 <= 2 * ROW_PAIRS entries of the buffers.
+            // MAX_PAIRS / 2 = SPLIT_ENTRIES entries of the buffers.
             unsafe {
                 ce.add(k).write(*cos.add(2 * k));
                 co.add(k).write(*cos.add(2 * k + 1));
@@ -809,17 +812,19 @@ unsafe fn words_step<S: Simd, const INVERSE: bool>(
 }
 
 /// Pairs per block of [`interleaved`]: its expanded rows hold `2 * ROW_PAIRS` entries.
-/// 64 pairs (head_dim 128) in one block; larger heads take several.
-const ROW_PAIRS: usize = 64;
+/// 64 pairs (head_dim 128) in one block on 64-bit targets, larger heads take several; 32 on
+/// smaller targets (microcontrollers: 512 bytes less stack per call, issue 13). Pairs are
+/// independent, so the block size does not change any result.
+const ROW_PAIRS: usize = if cfg!(target_pointer_width = "64") { 64 } else { 32 };
 
 /// The bf16 `HalfSplit` split rows ([`half_split_words`]) hold `blocks / 2 <= MAX_PAIRS / 2`
 /// entries each.
-const _: () = assert!(MAX_PAIRS / 2 <= 2 * ROW_PAIRS);
+const SPLIT_ENTRIES: usize = MAX_PAIRS / 2;
 
 /// A cos/sin row expanded for `Interleaved` (or split for bf16 `HalfSplit`), aligned so that
 /// vector loads from it never straddle a cache line.
 #[repr(C, align(64))]
-struct Row([MaybeUninit<f32>; 2 * ROW_PAIRS]);
+struct Row<const N: usize>([MaybeUninit<f32>; N]);
 
 /// The roofline baseline: `x[i] = round(x[i] * c)` in place through the same
 /// load/convert/store path as [`rotate`] (so NaN canonicalisation included).

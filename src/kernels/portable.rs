@@ -12,6 +12,7 @@ use wide::{f32x4, u32x4};
 
 use super::generic::{self, Simd, SimdElement};
 use super::{kernels_table, Kernels, RotateArgs};
+use crate::config::Layout;
 use crate::dispatch::Tier;
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Portable, super::sincos::portable::fill_row);
@@ -23,8 +24,27 @@ pub(crate) struct Portable;
 /// # Safety
 /// The contract of [`RotateFn`](super::RotateFn).
 unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
-    // SAFETY: forwarded; the baseline is always there.
-    unsafe { generic::rotate(Portable, a) }
+    // One frame per layout, so that a call carries only its layout's buffers (the
+    // Interleaved rows expansion stays out of HalfSplit calls: issue 13, microcontroller
+    // stacks).
+    match a.layout {
+        // SAFETY: forwarded.
+        Layout::HalfSplit => unsafe { rotate_in::<T, false>(a) },
+        // SAFETY: forwarded.
+        Layout::Interleaved => unsafe { rotate_in::<T, true>(a) },
+    }
+}
+
+/// [`rotate`] for one layout (`INTERLEAVED`), known at compile time.
+///
+/// # Safety
+/// The contract of [`RotateFn`](super::RotateFn); `a.layout` is the layout named.
+#[inline(never)]
+unsafe fn rotate_in<T: SimdElement, const INTERLEAVED: bool>(a: &RotateArgs<'_, T>) {
+    let layout = if INTERLEAVED { Layout::Interleaved } else { Layout::HalfSplit };
+    let a = RotateArgs { layout, ..*a };
+    // SAFETY: forwarded (the same arguments); the baseline is always there.
+    unsafe { generic::rotate(Portable, &a) }
 }
 
 /// # Safety

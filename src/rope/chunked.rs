@@ -21,10 +21,13 @@
 use core::marker::PhantomData;
 use core::ops::Range;
 
-use super::{rotate_tokens, Apply, Heads, HeadsMut, Rope, Tensors, TokenParams};
+use super::{
+    rotate_tokens, Apply, CallFreqs, FreqSlot, Heads, HeadsMut, Rope, RopeRef, Tensors, TokenParams,
+};
+use crate::config::MAX_PAIRS;
 use crate::element::Element;
 use crate::error::RopeError;
-use crate::freq::Frequencies;
+use crate::freq::FreqRef;
 
 #[cfg(feature = "__slow-kernel-for-gate-demo")]
 pub(super) mod gate_demo;
@@ -38,8 +41,8 @@ mod par;
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum CallFrequencies<'a> {
-    Object(&'a Frequencies),
-    Call(Frequencies),
+    Object(FreqRef<'a>),
+    Call(CallFreqs<MAX_PAIRS>),
 }
 
 /// What every chunk of a call reads: never written after preparation.
@@ -56,10 +59,10 @@ const _: () = {
 };
 
 impl Shared<'_> {
-    fn freqs(&self) -> &Frequencies {
+    fn freqs(&self) -> FreqRef<'_> {
         match &self.freqs {
-            CallFrequencies::Object(f) => f,
-            CallFrequencies::Call(f) => f,
+            CallFrequencies::Object(f) => *f,
+            CallFrequencies::Call(f) => f.view(),
         }
     }
 }
@@ -309,7 +312,7 @@ impl<'c, T: Element> TokenChunk<'c, T> {
         // (module docs), so nothing else touches them now; the kernels came from the
         // dispatcher.
         // SAFETY: the contract of `rotate_tokens` holds, as just said.
-        unsafe { rotate_tokens(&s.params, s.freqs(), &self.tensors, self.range) };
+        unsafe { rotate_tokens(&s.params, &s.freqs(), &self.tensors, self.range) };
     }
 }
 
@@ -325,8 +328,7 @@ impl Rope {
         k: Option<HeadsMut<'a, T>>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
-        let (tokens, tensors) = self.qk_tensors(q, k)?;
-        self.prepare_call(tokens, tensors, opts)
+        self.as_ref().prepare_qk(q, k, opts)
     }
 
     /// [`Rope::prepare_qk`] without k: one tensor in place, as [`Rope::apply`].
@@ -338,7 +340,7 @@ impl Rope {
         x: HeadsMut<'a, T>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
-        self.prepare_qk(x, None, opts)
+        self.as_ref().prepare_qk(x, None, opts)
     }
 
     /// Validates an out-of-place call on q and (optionally) k, as [`Rope::apply_qk_into`]
@@ -353,8 +355,7 @@ impl Rope {
         k: Option<(Heads<'a, T>, HeadsMut<'a, T>)>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
-        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
-        self.prepare_call(tokens, tensors, opts)
+        self.as_ref().prepare_qk_into(q, q_out, k, opts)
     }
 
     /// [`Rope::prepare_qk_into`] without k: one tensor out of place, as [`Rope::apply_into`].
@@ -367,22 +368,98 @@ impl Rope {
         out: HeadsMut<'a, T>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
+        self.as_ref().prepare_qk_into(x, out, None, opts)
+    }
+}
+
+impl<'r> RopeRef<'r> {
+    /// As [`Rope::prepare_qk`].
+    ///
+    /// # Errors
+    /// Exactly those of [`Rope::apply_qk`], in the same order; nothing is written.
+    pub fn prepare_qk<'a, T: Element>(
+        &self,
+        q: HeadsMut<'a, T>,
+        k: Option<HeadsMut<'a, T>>,
+        opts: &Apply<'a>,
+    ) -> Result<PreparedCall<'a, T>, RopeError>
+    where
+        'r: 'a,
+    {
+        let (tokens, tensors) = self.qk_tensors(q, k)?;
+        self.prepare_call(tokens, tensors, opts)
+    }
+
+    /// As [`Rope::prepare`].
+    ///
+    /// # Errors
+    /// Those of [`Rope::apply`].
+    pub fn prepare<'a, T: Element>(
+        &self,
+        x: HeadsMut<'a, T>,
+        opts: &Apply<'a>,
+    ) -> Result<PreparedCall<'a, T>, RopeError>
+    where
+        'r: 'a,
+    {
+        self.prepare_qk(x, None, opts)
+    }
+
+    /// As [`Rope::prepare_qk_into`].
+    ///
+    /// # Errors
+    /// Exactly those of [`Rope::apply_qk_into`], in the same order; nothing is written.
+    pub fn prepare_qk_into<'a, T: Element>(
+        &self,
+        q: Heads<'a, T>,
+        q_out: HeadsMut<'a, T>,
+        k: Option<(Heads<'a, T>, HeadsMut<'a, T>)>,
+        opts: &Apply<'a>,
+    ) -> Result<PreparedCall<'a, T>, RopeError>
+    where
+        'r: 'a,
+    {
+        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
+        self.prepare_call(tokens, tensors, opts)
+    }
+
+    /// As [`Rope::prepare_into`].
+    ///
+    /// # Errors
+    /// Those of [`Rope::apply_into`].
+    pub fn prepare_into<'a, T: Element>(
+        &self,
+        x: Heads<'a, T>,
+        out: HeadsMut<'a, T>,
+        opts: &Apply<'a>,
+    ) -> Result<PreparedCall<'a, T>, RopeError>
+    where
+        'r: 'a,
+    {
         self.prepare_qk_into(x, out, None, opts)
     }
 
     /// The checks of a single call after its views ([`Rope::check_call`]: same errors, same
     /// order), and the call's frequencies.
     fn prepare_call<'a, T: Element>(
-        &'a self,
+        &self,
         tokens: usize,
         tensors: Tensors<T>,
         opts: &Apply<'a>,
-    ) -> Result<PreparedCall<'a, T>, RopeError> {
-        let mut dynamic = None;
-        let writes = self.check_call(tokens, &tensors, opts, &mut dynamic)?.is_some();
-        let freqs = match dynamic {
-            Some(f) => CallFrequencies::Call(f),
-            None => CallFrequencies::Object(&self.freqs),
+    ) -> Result<PreparedCall<'a, T>, RopeError>
+    where
+        'r: 'a,
+    {
+        let seq_len = self.check_call(tokens, &tensors, opts)?;
+        let writes = seq_len.is_some();
+        let freqs = match seq_len {
+            Some(seq_len) if self.per_call() => {
+                let mut call = CallFreqs::new();
+                call.fill(self, seq_len)?;
+                CallFrequencies::Call(call)
+            }
+            Some(seq_len) => CallFrequencies::Object(self.set_at(seq_len)),
+            None => CallFrequencies::Object(self.freqs),
         };
         Ok(PreparedCall {
             shared: Shared { freqs, params: self.token_params(opts, tokens) },

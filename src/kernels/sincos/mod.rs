@@ -95,7 +95,7 @@
 
 use crate::config::AngleMode;
 use crate::dispatch::Tier;
-use crate::freq::Frequencies;
+use crate::freq::FreqRef;
 use crate::kernels::Kernels;
 
 #[cfg(target_arch = "x86_64")]
@@ -184,13 +184,13 @@ pub(crate) struct RowInputs<'a> {
 }
 
 impl<'a> RowInputs<'a> {
-    pub(crate) fn new(freqs: &'a Frequencies, mode: AngleMode) -> Self {
+    pub(crate) fn new(freqs: &FreqRef<'a>, mode: AngleMode) -> Self {
         RowInputs {
             mode,
-            turns_hi: freqs.turns_hi(),
-            turns_lo: freqs.turns_lo(),
-            inv_freq_f32: freqs.inv_freq_f32(),
-            attention_factor: freqs.attention_factor(),
+            turns_hi: freqs.turns_hi,
+            turns_lo: freqs.turns_lo,
+            inv_freq_f32: freqs.inv_freq_f32,
+            attention_factor: freqs.attention_factor,
         }
     }
 
@@ -467,7 +467,7 @@ pub mod bench {
         sin: &mut [f32],
     ) {
         let gen = SinCos { f: sincos_fn(tier).unwrap_or(super::scalar::fill_row) };
-        gen.fill(&RowInputs::new(freqs, mode), position, cos, sin);
+        gen.fill(&RowInputs::new(&freqs.view(), mode), position, cos, sin);
     }
 
     /// Fills a row with the former libm generator (the test reference).

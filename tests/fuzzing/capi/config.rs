@@ -395,6 +395,19 @@ impl Handle {
             required(slot.pass(), &mut defects);
             (None, slot.ptr())
         } else {
+            // Storage sized to the configuration (issue 13): `rope_storage_size` of a valid
+            // one; an invalid one fails on its configuration whatever the size past the
+            // fixed header.
+            let size = if cfg.rust.is_ok() && cfg.defects.is_empty() {
+                let mut need = 0;
+                // SAFETY: a real `rope_config` whose arrays are readable for their counts.
+                let s = unsafe { c::rope_storage_size(cfg.region.ptr(), &mut need) };
+                assert_eq!(s, c::ROPE_OK, "rope_storage_size of a valid configuration");
+                assert!(need <= size, "rope_storage_size {need} > rope_size() {size}");
+                need
+            } else {
+                size
+            };
             let bytes = match raw.size {
                 s if s < 0xC0 => size,
                 s if s < 0xE0 => size + usize::from(s & 31),
