@@ -516,6 +516,7 @@ impl<'r> RopeRef<'r> {
     ///
     /// # Errors
     /// See [`Rope::apply_qk_into`].
+    #[inline]
     pub fn apply_qk<T: Element>(
         &self,
         q: HeadsMut<'_, T>,
@@ -543,6 +544,7 @@ impl<'r> RopeRef<'r> {
     ///
     /// # Errors
     /// See [`Rope::apply_qk_into`].
+    #[inline]
     pub fn apply_qk_into<T: Element>(
         &self,
         q: Heads<'_, T>,
@@ -645,6 +647,10 @@ impl<'r> RopeRef<'r> {
 
     /// Validates positions and the cos/sin source ([`Rope::check_call`]), then rotates every
     /// token ([`rotate_tokens`]).
+    ///
+    /// Each path has a frame of its own (issue 13): the fixed one's row buffers are not on
+    /// the stack while a per-call one runs with its frequencies.
+    #[inline(always)]
     fn run<T: Element>(
         &self,
         tokens: usize,
@@ -652,12 +658,23 @@ impl<'r> RopeRef<'r> {
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
         if !self.per_call() {
-            return self.run_with(tokens, tensors, opts, &mut FixedFreqs);
+            return self.run_fixed(tokens, tensors, opts);
         }
         if self.pairs() <= SMALL_PAIRS {
             return self.run_dynamic::<T, SMALL_PAIRS>(tokens, tensors, opts);
         }
         self.run_dynamic::<T, MAX_PAIRS>(tokens, tensors, opts)
+    }
+
+    /// [`RopeRef::run`] for frequencies stored in the object.
+    #[inline(never)]
+    fn run_fixed<T: Element>(
+        &self,
+        tokens: usize,
+        tensors: &Tensors<T>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        self.run_with(tokens, tensors, opts, &mut FixedFreqs)
     }
 
     /// [`Rope::run`] for frequencies that depend on the call's length (dynamic NTK,

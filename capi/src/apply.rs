@@ -163,21 +163,40 @@ unsafe fn in_place<T: Element>(
     guard(|| {
         // SAFETY: the caller's contract (a handle).
         let r = unsafe { rope_ref(rope) }?;
-        // SAFETY: the caller's contract (NULL or a readable struct).
-        let (qb, qv) = unsafe { tensor::<T>(q) }?;
-        // SAFETY: as above.
-        let k = if k.is_null() { None } else { Some(unsafe { tensor::<T>(k) }?) };
-        // SAFETY: the caller's contract (NULL or readable options and buffers).
-        let (apply, reads) = unsafe { options(opts, r.pairs()) }?;
-        let kb = k.map_or((0, 0), |(b, _)| b.bytes());
-        disjoint(&[qb.bytes(), kb], &reads)?;
-        // SAFETY: checked by `Buf::new`, writable and not accessed by others (the
-        // contract), and disjoint from every other buffer of the call (checked).
-        let q = HeadsMut::new(unsafe { qb.slice_mut() }, qv);
-        // SAFETY: as above.
-        let k = k.map(|(b, v)| HeadsMut::new(unsafe { b.slice_mut() }, v));
+        // SAFETY: the caller's contract, passed on.
+        let (q, k, apply) = unsafe { in_place_args::<T>(q, k, opts, r.pairs()) }?;
         rust(r.apply_qk(q, k, &apply))
     })
+}
+
+/// The arguments of [`in_place`], checked at the boundary. Out of line: the C structs it
+/// copies are off the stack by the time the rotation runs (issue 13).
+///
+/// # Safety
+/// The contract of the `rope_apply_*` functions; the buffers stay valid and untouched by
+/// others for `'a`.
+#[inline(never)]
+#[allow(clippy::type_complexity)]
+unsafe fn in_place_args<'a, T: Element>(
+    q: *const rope_tensor,
+    k: *const rope_tensor,
+    opts: *const rope_apply_opts,
+    pairs: usize,
+) -> R<(HeadsMut<'a, T>, Option<HeadsMut<'a, T>>, Apply<'a>)> {
+    // SAFETY: the caller's contract (NULL or a readable struct).
+    let (qb, qv) = unsafe { tensor::<T>(q) }?;
+    // SAFETY: as above.
+    let k = if k.is_null() { None } else { Some(unsafe { tensor::<T>(k) }?) };
+    // SAFETY: the caller's contract (NULL or readable options and buffers).
+    let (apply, reads) = unsafe { options(opts, pairs) }?;
+    let kb = k.map_or((0, 0), |(b, _)| b.bytes());
+    disjoint(&[qb.bytes(), kb], &reads)?;
+    // SAFETY: checked by `Buf::new`, writable and not accessed by others (the
+    // contract), and disjoint from every other buffer of the call (checked).
+    let q = HeadsMut::new(unsafe { qb.slice_mut() }, qv);
+    // SAFETY: as above.
+    let k = k.map(|(b, v)| HeadsMut::new(unsafe { b.slice_mut() }, v));
+    Ok((q, k, apply))
 }
 
 /// Out of place: as [`in_place`], handing over to `Rope::apply_qk_into`.

@@ -74,6 +74,7 @@ unsafe fn tables(p: *mut rope_t, n64: usize) -> (*mut f64, *mut f32) {
 /// `p` is NULL or points to readable memory of `rope_size()` bytes that, if it holds a
 /// live magic, holds a handle made by `rope_init`/`rope_new`, not written during the
 /// returned borrow.
+#[inline]
 pub(crate) unsafe fn rope_ref<'a>(p: *const rope_t) -> R<RopeRef<'a>> {
     let p = required(p)?.as_ptr();
     // SAFETY: aligned, readable (the contract); a `u32` accepts any bits.

@@ -812,10 +812,10 @@ unsafe fn words_step<S: Simd, const INVERSE: bool>(
 }
 
 /// Pairs per block of [`interleaved`]: its expanded rows hold `2 * ROW_PAIRS` entries.
-/// 64 pairs (head_dim 128) in one block on 64-bit targets, larger heads take several; 32 on
-/// smaller targets (microcontrollers: 512 bytes less stack per call, issue 13). Pairs are
+/// 64 pairs (head_dim 128) in one block on 64-bit targets, larger heads take several; 8 on
+/// smaller targets (microcontrollers: 896 bytes less stack per call, issue 13). Pairs are
 /// independent, so the block size does not change any result.
-const ROW_PAIRS: usize = if cfg!(target_pointer_width = "64") { 64 } else { 32 };
+const ROW_PAIRS: usize = if cfg!(target_pointer_width = "64") { 64 } else { 8 };
 
 /// The bf16 `HalfSplit` split rows ([`half_split_words`]) hold `blocks / 2 <= MAX_PAIRS / 2`
 /// entries each.

@@ -144,6 +144,7 @@ impl RopeState {
 
     /// The RoPE of these tables (the slices [`RopeState::init`] filled, or copies of them);
     /// `None` if their lengths are not this state's.
+    #[inline]
     pub fn rope<'a>(&self, f64s: &'a [f64], f32s: &'a [f32]) -> Option<RopeRef<'a>> {
         let pairs = self.params.pairs();
         if pairs == 0
