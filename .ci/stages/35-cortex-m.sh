@@ -79,7 +79,16 @@ grep -q '^rope_kernels .*: q\[token 0\]\[head 0\]\[0\] = ' "$out/quickstart.log"
 
 step "code size: what librope_kernels.a contributes to the quick start (--gc-sections)"
 arm-none-eabi-size "$out/quickstart.elf"
-bash embedded/cortex-m/size-table.sh "$out/quickstart.map"
+bash embedded/cortex-m/size-table.sh "$out/quickstart.map" | tee "$out/size.txt"
+# Issue 13's target for this f32-only program is 40 KB of the library's code and constants.
+# Not met yet (every dtype, encoding and benchmark kernel of the scalar and portable tiers
+# is reachable from the one `Kernels` table); printed, not enforced.
+code=$(awk '$1 == "TOTAL" { print $4 }' "$out/size.txt")
+if [ "$code" -le 40960 ]; then
+  echo "code size: $code B of librope_kernels.a in the quick start (target 40960 B: met)"
+else
+  echo "code size: $code B of librope_kernels.a in the quick start (target 40960 B: NOT MET, not enforced)"
+fi
 
 echo
 echo "cortex-m stage: $(( $(date +%s) - start ))s"
