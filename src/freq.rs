@@ -816,22 +816,22 @@ pub(crate) fn compute_inv_freq(
     inv: &mut [f64],
 ) -> Result<f64, RopeError> {
     debug_assert_eq!(inv.len(), config.pairs());
-    for_each_inv_freq(config, seq_len, |i, v| inv[i] = v)
+    for_each_inv_freq(config, seq_len, &mut |i, v| inv[i] = v)
 }
 
 /// Checks that the frequencies of validated `config` at `seq_len` are computable, writing
 /// nothing (the errors of [`compute_inv_freq`]).
 pub(crate) fn check_inv_freq(config: &RopeParams<'_>, seq_len: u64) -> Result<f64, RopeError> {
-    for_each_inv_freq(config, seq_len, |_, _| {})
+    for_each_inv_freq(config, seq_len, &mut |_, _| {})
 }
 
 /// Computes `inv_freq[i]` of validated `config` at `seq_len` for every pair in order, hands
 /// each to `sink`, and returns the attention factor, or the error of a value out of range.
-#[inline(always)]
+/// One instance for every sink (`dyn`): the computation is linked once (issue 13).
 fn for_each_inv_freq(
     config: &RopeParams<'_>,
     seq_len: u64,
-    mut sink: impl FnMut(usize, f64),
+    sink: &mut dyn FnMut(usize, f64),
 ) -> Result<f64, RopeError> {
     let pairs = config.pairs();
     // `contains` is false for NaN and infinity.

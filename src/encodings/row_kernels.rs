@@ -128,7 +128,7 @@ pub(crate) fn add_row_fn<T: Element, P: SelectAddRow<T>>(k: &Kernels) -> AddRowF
 /// The ALiBi row kernel of a tier's table.
 #[inline]
 pub(crate) fn alibi_row_fn(k: &Kernels) -> AlibiRowFn {
-    k.alibi_row
+    crate::kernels::alibi_row_fn(k)
 }
 
 /// Safe front of an [`AddRowFn`]: adds `pe` to `x` element-wise (`x.len() == pe.len()`).

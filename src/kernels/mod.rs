@@ -80,29 +80,40 @@ pub(crate) type RotateFn<T> = unsafe fn(&RotateArgs<'_, T>);
 /// `x .. x + len` is valid for reads and writes; the CPU supports the table's tier.
 pub(crate) type ScaleFn<T> = unsafe fn(x: *mut T, len: usize, c: f32);
 
-/// One tier's entry points.
+/// One tier, proven available: the table the dispatcher hands out only after detecting the
+/// CPU's features. It holds the tier and its cos/sin row generator (every call uses one);
+/// every other entry point is picked per operation and element type from the tier
+/// ([`SelectKernel`], [`SelectAddRow`], [`alibi_row_fn`], each a `match` over the tiers,
+/// [`per_tier!`]), so a program references only the kernels of the operations and types it
+/// calls and the linker drops the rest (issue 13: an f32-only program carries no f16/bf16,
+/// encoding or benchmark kernels). A new (operation, types) entry is a new trait or
+/// function here, not a field of a central struct.
 pub(crate) struct Kernels {
     pub tier: Tier,
-    pub rotate_f32: RotateFn<f32>,
-    pub rotate_f16: RotateFn<f16>,
-    pub rotate_bf16: RotateFn<bf16>,
-    pub scale_f32: ScaleFn<f32>,
-    pub scale_f16: ScaleFn<f16>,
-    pub scale_bf16: ScaleFn<bf16>,
     /// The on-the-fly cos/sin row generator of the tier ([`sincos`]).
     pub sincos: sincos::SinCosFn,
-    /// The encodings' add-row kernels, one per (embeddings, encoding row) type pair
-    /// ([`AddRowFn`]); picked by [`SelectAddRow`].
-    pub add_row_f32_f32: AddRowFn<f32, f32>,
-    pub add_row_f16_f32: AddRowFn<f16, f32>,
-    pub add_row_bf16_f32: AddRowFn<bf16, f32>,
-    pub add_row_f16_f16: AddRowFn<f16, f16>,
-    pub add_row_bf16_bf16: AddRowFn<bf16, bf16>,
-    /// The ALiBi row kernel ([`AlibiRowFn`]).
-    pub alibi_row: AlibiRowFn,
 }
 
-/// Picks the entry points for an element type out of a [`Kernels`] table.
+/// `$($f)+` (e.g. `rotate::<f32>`) of the tier module of `$tier`: the per-operation table,
+/// one `match` arm per tier this build has. Tiers come from a [`Kernels`] the dispatcher
+/// handed out (the CPU has their features); a tier this build lacks cannot occur and maps
+/// to the scalar one.
+macro_rules! per_tier {
+    ($tier:expr, $($f:tt)+) => {
+        match $tier {
+            $crate::dispatch::Tier::Portable => $crate::kernels::portable::$($f)+,
+            #[cfg(target_arch = "x86_64")]
+            $crate::dispatch::Tier::Avx2 => $crate::kernels::x86_64::avx2::$($f)+,
+            #[cfg(target_arch = "x86_64")]
+            $crate::dispatch::Tier::Avx512 => $crate::kernels::x86_64::avx512::$($f)+,
+            #[cfg(all(target_arch = "aarch64", target_endian = "little"))]
+            $crate::dispatch::Tier::Neon => $crate::kernels::aarch64::neon::$($f)+,
+            _ => $crate::kernels::scalar::$($f)+,
+        }
+    };
+}
+
+/// Picks the entry points for an element type from a tier.
 pub(crate) trait SelectKernel: Sized {
     fn rotate_fn(k: &Kernels) -> RotateFn<Self>;
     fn scale_fn(k: &Kernels) -> ScaleFn<Self>;
@@ -110,28 +121,34 @@ pub(crate) trait SelectKernel: Sized {
     fn add_row_f32_fn(k: &Kernels) -> AddRowFn<Self, f32>;
 }
 
-/// Implements [`SelectKernel`] for an element type from its field names.
+/// Implements [`SelectKernel`] for an element type: its rotate table ([`per_tier!`], and the
+/// test-only broken kernel in the portable tier's slot, `kernels/mutant.rs` under
+/// `--cfg rope_broken_tier_demo`), its scale and add-row tables.
 macro_rules! select_kernel {
-    ($t:ty, $rotate:ident, $scale:ident, $add_f32:ident) => {
+    ($t:ty) => {
         impl SelectKernel for $t {
             #[inline(always)]
             fn rotate_fn(k: &Kernels) -> RotateFn<Self> {
-                k.$rotate
+                #[cfg(rope_broken_tier_demo)]
+                if k.tier == Tier::Portable {
+                    return mutant::rotate::<$t>;
+                }
+                per_tier!(k.tier, rotate::<$t>)
             }
             #[inline(always)]
             fn scale_fn(k: &Kernels) -> ScaleFn<Self> {
-                k.$scale
+                per_tier!(k.tier, scale::<$t>)
             }
             #[inline(always)]
             fn add_row_f32_fn(k: &Kernels) -> AddRowFn<Self, f32> {
-                k.$add_f32
+                per_tier!(k.tier, add_row::<$t, f32>)
             }
         }
     };
 }
-select_kernel!(f32, rotate_f32, scale_f32, add_row_f32_f32);
-select_kernel!(f16, rotate_f16, scale_f16, add_row_f16_f32);
-select_kernel!(bf16, rotate_bf16, scale_bf16, add_row_bf16_f32);
+select_kernel!(f32);
+select_kernel!(f16);
+select_kernel!(bf16);
 
 /// Picks the add-row kernel for embeddings of type `T` plus encoding rows of type `Self`:
 /// f32 rows for any `T`, or rows of `T` itself (a learned table stored in the embeddings'
@@ -150,38 +167,27 @@ impl<T: Element> SelectAddRow<T> for f32 {
 impl SelectAddRow<f16> for f16 {
     #[inline(always)]
     fn add_row_fn(k: &Kernels) -> AddRowFn<f16, f16> {
-        k.add_row_f16_f16
+        per_tier!(k.tier, add_row::<f16, f16>)
     }
 }
 
 impl SelectAddRow<bf16> for bf16 {
     #[inline(always)]
     fn add_row_fn(k: &Kernels) -> AddRowFn<bf16, bf16> {
-        k.add_row_bf16_bf16
+        per_tier!(k.tier, add_row::<bf16, bf16>)
     }
 }
 
-/// Builds a tier's [`Kernels`] table from the generic boundary functions `rotate::<T>`,
-/// `scale::<T>`, `add_row::<T, P>` and the function `alibi_row` in scope, and the tier's
-/// cos/sin generator.
+/// The ALiBi row kernel of a tier.
+#[inline(always)]
+pub(crate) fn alibi_row_fn(k: &Kernels) -> AlibiRowFn {
+    per_tier!(k.tier, alibi_row)
+}
+
+/// Builds a tier's [`Kernels`] token from the tier and its cos/sin generator.
 macro_rules! kernels_table {
     ($tier:expr, $sincos:expr) => {
-        $crate::kernels::Kernels {
-            tier: $tier,
-            rotate_f32: rotate::<f32>,
-            rotate_f16: rotate::<half::f16>,
-            rotate_bf16: rotate::<half::bf16>,
-            scale_f32: scale::<f32>,
-            scale_f16: scale::<half::f16>,
-            scale_bf16: scale::<half::bf16>,
-            sincos: $sincos,
-            add_row_f32_f32: add_row::<f32, f32>,
-            add_row_f16_f32: add_row::<half::f16, f32>,
-            add_row_bf16_f32: add_row::<half::bf16, f32>,
-            add_row_f16_f16: add_row::<half::f16, half::f16>,
-            add_row_bf16_bf16: add_row::<half::bf16, half::bf16>,
-            alibi_row,
-        }
+        $crate::kernels::Kernels { tier: $tier, sincos: $sincos }
     };
 }
 pub(crate) use kernels_table;

@@ -23,20 +23,14 @@ compile_error!(
      builds under `cargo fuzz` (cfg(fuzzing)) for the broken-tier demonstration"
 );
 
-use half::{bf16, f16};
-
 use super::scalar::{self, pair_index, rotate_pair};
 use super::{Kernels, RotateArgs};
 use crate::dispatch::Tier;
 use crate::element::Element;
 
-pub(crate) static KERNELS: Kernels = Kernels {
-    tier: Tier::Portable,
-    rotate_f32: rotate::<f32>,
-    rotate_f16: rotate::<f16>,
-    rotate_bf16: rotate::<bf16>,
-    ..scalar::KERNELS
-};
+/// The portable tier's slot: the scalar cos/sin generator; the rotate table picks
+/// [`rotate`] for it (`kernels/mod.rs`); the other operations keep the portable kernels.
+pub(crate) static KERNELS: Kernels = Kernels { tier: Tier::Portable, ..scalar::KERNELS };
 
 /// The scalar kernel with the tail bug described in the module docs: each head goes through
 /// the scalar rotate, then the tail pair of an inverse call with an odd pair count is
@@ -44,7 +38,7 @@ pub(crate) static KERNELS: Kernels = Kernels {
 ///
 /// # Safety
 /// The contract of [`RotateFn`](super::RotateFn).
-unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
+pub(crate) unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
     let pairs = a.cos.len();
     if !a.inverse || pairs.is_multiple_of(2) {
         // SAFETY: the caller upholds the RotateFn contract for `a`; without a tail to

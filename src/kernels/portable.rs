@@ -23,7 +23,7 @@ pub(crate) struct Portable;
 
 /// # Safety
 /// The contract of [`RotateFn`](super::RotateFn).
-unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
     // One frame per layout, so that a call carries only its layout's buffers (the
     // Interleaved rows expansion stays out of HalfSplit calls: issue 13, microcontroller
     // stacks).
@@ -49,21 +49,21 @@ unsafe fn rotate_in<T: SimdElement, const INTERLEAVED: bool>(a: &RotateArgs<'_, 
 
 /// # Safety
 /// The contract of [`ScaleFn`](super::ScaleFn).
-unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
+pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
     // SAFETY: forwarded; the baseline is always there.
     unsafe { generic::scale(Portable, x, len, c) }
 }
 
 /// # Safety
 /// The contract of [`AddRowFn`](super::AddRowFn).
-unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
+pub(crate) unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
     // SAFETY: forwarded; the baseline is always there.
     unsafe { generic::rows::add_row(Portable, x, pe, n) }
 }
 
 /// # Safety
 /// The contract of [`AlibiRowFn`](super::AlibiRowFn).
-unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
+pub(crate) unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
     // SAFETY: forwarded; the baseline is always there.
     unsafe { generic::rows::alibi_row(Portable, row, n, slope, first_distance, symmetric) }
 }

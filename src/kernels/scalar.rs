@@ -8,7 +8,7 @@ use crate::config::Layout;
 use crate::dispatch::Tier;
 use crate::element::Element;
 // The table's encoding row kernels are the oracles themselves.
-use crate::encodings::row_kernels::{add_row_scalar as add_row, alibi_row_scalar as alibi_row};
+pub(crate) use crate::encodings::row_kernels::{add_row_scalar as add_row, alibi_row_scalar as alibi_row};
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Scalar, super::sincos::scalar::fill_row);
 
@@ -34,7 +34,7 @@ pub(crate) fn pair_index(layout: Layout, pairs: usize, i: usize) -> (usize, usiz
 
 /// # Safety
 /// The contract of [`RotateFn`](super::RotateFn).
-pub(super) unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
+pub(crate) unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
     let pairs = a.cos.len();
     let rotary_dim = 2 * pairs;
     let in_place = core::ptr::eq(a.src, a.dst);
@@ -72,7 +72,7 @@ pub(super) unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
 ///
 /// # Safety
 /// The contract of [`ScaleFn`](super::ScaleFn).
-unsafe fn scale<T: Element>(x: *mut T, len: usize, c: f32) {
+pub(crate) unsafe fn scale<T: Element>(x: *mut T, len: usize, c: f32) {
     for i in 0..len {
         // SAFETY: i < len; the caller guarantees x .. x + len.
         unsafe { *x.add(i) = T::from_f32((*x.add(i)).to_f32() * c) };

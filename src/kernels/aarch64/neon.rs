@@ -39,7 +39,7 @@ impl Neon {
 /// # Safety
 /// The contract of [`RotateFn`](crate::kernels::RotateFn).
 #[target_feature(enable = "neon")]
-unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
     // SAFETY: forwarded; NEON is baseline on aarch64.
     unsafe { generic::rotate(Neon(()), a) }
 }
@@ -47,7 +47,7 @@ unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
 /// # Safety
 /// The contract of [`ScaleFn`](crate::kernels::ScaleFn).
 #[target_feature(enable = "neon")]
-unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
+pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
     // SAFETY: forwarded; NEON is baseline on aarch64.
     unsafe { generic::scale(Neon(()), x, len, c) }
 }
@@ -55,7 +55,7 @@ unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
 /// # Safety
 /// The contract of [`AddRowFn`](crate::kernels::AddRowFn).
 #[target_feature(enable = "neon")]
-unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
+pub(crate) unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
     // SAFETY: forwarded; NEON is baseline on aarch64.
     unsafe { generic::rows::add_row(Neon(()), x, pe, n) }
 }
@@ -63,7 +63,7 @@ unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: us
 /// # Safety
 /// The contract of [`AlibiRowFn`](crate::kernels::AlibiRowFn).
 #[target_feature(enable = "neon")]
-unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
+pub(crate) unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
     // SAFETY: forwarded; NEON is baseline on aarch64.
     unsafe { generic::rows::alibi_row(Neon(()), row, n, slope, first_distance, symmetric) }
 }

@@ -67,7 +67,7 @@ impl Avx512 {
 /// # Safety
 /// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX-512F).
 #[target_feature(enable = "avx512f")]
-unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
     // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
     unsafe { generic::rotate(Avx512::new_unchecked(), a) }
 }
@@ -75,7 +75,7 @@ unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
 /// # Safety
 /// The contract of [`ScaleFn`](crate::kernels::ScaleFn) (which includes AVX-512F).
 #[target_feature(enable = "avx512f")]
-unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
+pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
     // SAFETY: as in `rotate`.
     unsafe { generic::scale(Avx512::new_unchecked(), x, len, c) }
 }
@@ -83,7 +83,7 @@ unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
 /// # Safety
 /// The contract of [`AddRowFn`](crate::kernels::AddRowFn) (which includes AVX-512F).
 #[target_feature(enable = "avx512f")]
-unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
+pub(crate) unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
     // SAFETY: as in `rotate`.
     unsafe { generic::rows::add_row(Avx512::new_unchecked(), x, pe, n) }
 }
@@ -91,7 +91,7 @@ unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: us
 /// # Safety
 /// The contract of [`AlibiRowFn`](crate::kernels::AlibiRowFn) (which includes AVX-512F).
 #[target_feature(enable = "avx512f")]
-unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
+pub(crate) unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
     // SAFETY: as in `rotate`.
     unsafe { generic::rows::alibi_row(Avx512::new_unchecked(), row, n, slope, first_distance, symmetric) }
 }
