@@ -13,8 +13,22 @@ use super::{F64Simd, RowInputs};
 pub(crate) struct Portable;
 
 /// The portable generator (the contract of [`SinCosFn`](super::SinCosFn); nothing to prove).
+///
+/// Where `wide`'s `f64x4` has no vector backend (no SSE2, aarch64 NEON or simd128: plain
+/// arrays, e.g. Cortex-M), four lanes are only four scalar computations with more spills, so
+/// the scalar generator runs instead: the same bits (every generator is), less code and
+/// stack (issue 13: 11.9 KB of code and 300 B of stack per call on thumbv7em).
 pub(crate) fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
-    super::fill_row(Portable, inputs, position, cos, sin);
+    const VECTORS: bool = cfg!(any(
+        target_feature = "sse2",
+        target_feature = "simd128",
+        all(target_feature = "neon", target_arch = "aarch64")
+    ));
+    if VECTORS {
+        super::fill_row(Portable, inputs, position, cos, sin);
+    } else {
+        super::scalar::fill_row(inputs, position, cos, sin);
+    }
 }
 
 impl F64Simd for Portable {
