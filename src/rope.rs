@@ -590,7 +590,7 @@ impl<'r> RopeRef<'r> {
         if out.len() < pairs {
             return Err(RopeError::InvFreqLength { expected: pairs, len: out.len() });
         }
-        if !self.per_call() {
+        if !self.per_call(seq_len) {
             let set = self.set_at(seq_len);
             out[..pairs].copy_from_slice(set.inv_freq);
             return Ok(set.attention_factor);
@@ -602,12 +602,13 @@ impl<'r> RopeRef<'r> {
         Ok(af)
     }
 
-    /// True when the frequencies of a call are computed for it (dynamic NTK; LongRoPE
-    /// without precomputed long frequencies).
+    /// True when the frequencies of a call of length `seq_len` are computed for it: dynamic
+    /// NTK past `max_position_embeddings` (up to there its frequencies are the unscaled,
+    /// stored ones), LongRoPE without precomputed long frequencies.
     #[inline]
-    fn per_call(&self) -> bool {
+    fn per_call(&self, seq_len: u64) -> bool {
         match self.params.scaling {
-            ScalingRef::DynamicNtk { .. } => true,
+            ScalingRef::DynamicNtk { max_position_embeddings, .. } => seq_len > max_position_embeddings,
             ScalingRef::LongRope(_) => self.long.is_none(),
             _ => false,
         }
@@ -625,7 +626,7 @@ impl<'r> RopeRef<'r> {
     /// The frequencies of a call of length `seq_len`: stored, or computed into `slot`.
     #[inline(always)]
     fn freqs_at<'f, D: FreqSlot>(&'f self, seq_len: u64, slot: &'f mut D) -> Result<FreqRef<'f>, RopeError> {
-        if self.per_call() {
+        if self.per_call(seq_len) {
             slot.fill(self, seq_len)
         } else {
             Ok(self.set_at(seq_len))
@@ -657,13 +658,16 @@ impl<'r> RopeRef<'r> {
         tensors: &Tensors<T>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
-        if !self.per_call() {
-            return self.run_fixed(tokens, tensors, opts);
+        let Some(seq_len) = self.check_call(tokens, tensors, opts)? else {
+            return Ok(());
+        };
+        if !self.per_call(seq_len) {
+            return self.run_fixed(tokens, tensors, opts, seq_len);
         }
         if self.pairs() <= SMALL_PAIRS {
-            return self.run_dynamic::<T, SMALL_PAIRS>(tokens, tensors, opts);
+            return self.run_dynamic::<T, SMALL_PAIRS>(tokens, tensors, opts, seq_len);
         }
-        self.run_dynamic::<T, MAX_PAIRS>(tokens, tensors, opts)
+        self.run_dynamic::<T, MAX_PAIRS>(tokens, tensors, opts, seq_len)
     }
 
     /// [`RopeRef::run`] for frequencies stored in the object.
@@ -673,8 +677,9 @@ impl<'r> RopeRef<'r> {
         tokens: usize,
         tensors: &Tensors<T>,
         opts: &Apply<'_>,
+        seq_len: u64,
     ) -> Result<(), RopeError> {
-        self.run_with(tokens, tensors, opts, &mut FixedFreqs)
+        self.run_with(tokens, tensors, opts, seq_len, &mut FixedFreqs)
     }
 
     /// [`Rope::run`] for frequencies that depend on the call's length (dynamic NTK,
@@ -686,9 +691,10 @@ impl<'r> RopeRef<'r> {
         tokens: usize,
         tensors: &Tensors<T>,
         opts: &Apply<'_>,
+        seq_len: u64,
     ) -> Result<(), RopeError> {
         let mut dynamic = CallFreqs::<N>::new();
-        self.run_with(tokens, tensors, opts, &mut dynamic)
+        self.run_with(tokens, tensors, opts, seq_len, &mut dynamic)
     }
 
     #[inline(always)]
@@ -697,11 +703,10 @@ impl<'r> RopeRef<'r> {
         tokens: usize,
         tensors: &Tensors<T>,
         opts: &Apply<'_>,
+        seq_len: u64,
         dynamic: &mut D,
     ) -> Result<(), RopeError> {
-        let Some(seq_len) = self.check_call(tokens, tensors, opts)? else {
-            return Ok(());
-        };
+        // `seq_len` is that of a call that passed `check_call` and writes.
         let freqs = self.freqs_at(seq_len, dynamic)?;
         // The tensors come from views validated against the buffers this call borrows
         // (`apply_qk`, `apply_qk_into`), all `tokens` long; the call holds the only borrows of

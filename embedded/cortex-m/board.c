@@ -340,6 +340,7 @@ static rope_status job_status;
 static rope_t *job_handle;
 static float jq[HQ * 512], jk[HK * 512];
 static size_t job_hd;
+static uint32_t job_start = 77;
 
 static void job_create(void) {
     size_t need = 0;
@@ -349,13 +350,13 @@ static void job_create(void) {
 
 static void job_apply(void) {
     rope_tensor tq = tensor(jq, HQ * job_hd, 1, HQ, job_hd), tk = tensor(jk, HK * job_hd, 1, HK, job_hd);
-    rope_apply_opts o = {.struct_size = sizeof o, .start = 77};
+    rope_apply_opts o = {.struct_size = sizeof o, .start = job_start};
     job_status = rope_apply_f32(job_handle, &tq, &tk, &o);
 }
 
 static void job_apply_f16(void) {
     rope_tensor tq = {jq, HQ * job_hd, {1, HQ, HQ * job_hd, job_hd}};
-    rope_apply_opts o = {.struct_size = sizeof o, .start = 77};
+    rope_apply_opts o = {.struct_size = sizeof o, .start = job_start};
     job_status = rope_apply_f16(job_handle, &tq, NULL, &o);
 }
 
@@ -411,7 +412,11 @@ static void stack_marks(void) {
     job_cfg.scaling.rope_type = ROPE_SCALING_DYNAMIC;
     job_cfg.scaling.factor = 4.0;
     job_cfg.scaling.max_position_embeddings = 2048;
-    measure("head_dim 128, dynamic", 128, 2);
+    measure("head_dim 128, dynamic", 128, 1);
+    /* Past max_position_embeddings its frequencies are computed for the call. */
+    job_start = 4096;
+    measure("dynamic, position 4096", 128, 2);
+    job_start = 77;
     rope_config_init(&job_cfg, sizeof job_cfg, 512, 10000.0);
     measure("head_dim 512, default", 512, 0);
     job_cfg.scaling.rope_type = ROPE_SCALING_LONGROPE;

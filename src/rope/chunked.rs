@@ -453,7 +453,7 @@ impl<'r> RopeRef<'r> {
         let seq_len = self.check_call(tokens, &tensors, opts)?;
         let writes = seq_len.is_some();
         let freqs = match seq_len {
-            Some(seq_len) if self.per_call() => {
+            Some(seq_len) if self.per_call(seq_len) => {
                 let mut call = CallFreqs::new();
                 call.fill(self, seq_len)?;
                 CallFrequencies::Call(call)
