@@ -1,9 +1,9 @@
 //! `rope_t`: the opaque handle, in caller storage (`rope_init`) or on the heap
 //! (`rope_new`), and the calls that read its frequencies.
 
-use core::mem::{align_of, needs_drop, size_of};
+use core::mem::{align_of, needs_drop, offset_of, size_of};
 use core::ptr::{addr_of, addr_of_mut};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{compiler_fence, AtomicBool, Ordering};
 
 use rope_kernels::Rope;
 
@@ -15,8 +15,20 @@ use crate::status::*;
 /// into caller storage or by `rope_new` on the heap. It owns no other resource: storage
 /// given to `rope_init` may be reused or freed at any time after the last call that uses
 /// the handle. Calls that take a `const rope_t *` may run concurrently on one handle.
+///
+/// `#[repr(C)]` fixes where `magic` sits: not in the first bytes, where an allocator keeps
+/// its bookkeeping in a freed block (glibc: the free-list links `fd`, `bk`, `fd_nextsize`,
+/// `bk_nextsize`, or tcache's `next` and `key`, 32 bytes at most on 64-bit; jemalloc and
+/// mimalloc: one pointer), nor in the last ones (glibc: the next chunk's `prev_size`). So
+/// the 0 that `rope_free` stores there stays, and a stale pointer gets
+/// `ROPE_INVALID_HANDLE` until the memory is reused. Were the allocator to write there
+/// anyway, it would write pointers or sizes, never a magic value: the check still fails.
+#[repr(C)]
 pub struct rope_t {
-    /// `MAGIC_STORAGE` or `MAGIC_HEAP` while live.
+    /// Never read or written by the library: room for the allocator's bookkeeping after
+    /// `rope_free` (see above).
+    _allocator: [usize; 4],
+    /// `MAGIC_STORAGE` or `MAGIC_HEAP` while live; 0 after `rope_free`.
     magic: u32,
     rope: Rope,
 }
@@ -34,6 +46,8 @@ const _: () = assert!(size_of::<rope_t>() <= ROPE_STORAGE_SIZE);
 const _: () = assert!(align_of::<rope_t>() <= ROPE_STORAGE_ALIGN);
 // Storage is handed back without running any destructor.
 const _: () = assert!(!needs_drop::<rope_t>());
+// `magic` lies past 4 pointers of allocator bookkeeping (see `rope_t`).
+const _: () = assert!(offset_of!(rope_t, magic) >= 4 * size_of::<usize>());
 
 /// `rope_free` and the test hook `ROPE_TEST_FAULT_ALLOC`: the next `rope_new` fails.
 static FAIL_NEXT_ALLOC: AtomicBool = AtomicBool::new(false);
@@ -104,7 +118,7 @@ pub unsafe extern "C" fn rope_init(
         // SAFETY: `storage` is aligned and writable for a `rope_t` (checked size, the
         // contract); the old contents need no drop; `out` is writable and outside it.
         unsafe {
-            storage.write(rope_t { magic: MAGIC_STORAGE, rope });
+            storage.write(rope_t { _allocator: [0; 4], magic: MAGIC_STORAGE, rope });
             out.write(storage);
         }
         Ok(())
@@ -128,7 +142,7 @@ pub unsafe extern "C" fn rope_new(cfg: *const rope_config, out: *mut *mut rope_t
         // SAFETY: `p` is a fresh allocation of a `rope_t`'s layout; `out` is writable and
         // cannot lie inside memory the allocator just handed out.
         unsafe {
-            p.write(rope_t { magic: MAGIC_HEAP, rope });
+            p.write(rope_t { _allocator: [0; 4], magic: MAGIC_HEAP, rope });
             out.write(p);
         }
         Ok(())
@@ -173,9 +187,13 @@ pub unsafe extern "C" fn rope_free(rope: *mut rope_t) -> rope_status {
         if unsafe { addr_of!((*p).magic).read() } != MAGIC_HEAP {
             return Err(ROPE_INVALID_HANDLE);
         }
-        // SAFETY: a heap handle: writable; clearing the magic makes a stale pointer used
-        // before the memory is reused fail with ROPE_INVALID_HANDLE.
-        unsafe { addr_of_mut!((*p).magic).write(0) };
+        // Clearing the magic makes a stale pointer fail with ROPE_INVALID_HANDLE (a second
+        // `rope_free` included) until the memory is reused. A plain store just before
+        // `dealloc` is dead to the optimizer, which removes it in release builds (issue
+        // 16): the store is volatile, and the fence keeps `dealloc` after it.
+        // SAFETY: a heap handle: aligned and writable.
+        unsafe { core::ptr::write_volatile(addr_of_mut!((*p).magic), 0) };
+        compiler_fence(Ordering::SeqCst);
         // SAFETY: a heap handle, released once (the contract).
         unsafe { dealloc(p) };
         Ok(())
