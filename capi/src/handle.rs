@@ -73,6 +73,13 @@ pub(crate) unsafe fn rope_ref<'a>(p: *const rope_t) -> R<&'a Rope> {
     Ok(unsafe { &(*p).rope })
 }
 
+/// The bytes of the handle at `p`, for [`disjoint`]: no buffer a call writes may overlap
+/// them (`ROPE_OVERLAPPING_BUFFERS`), or the call would corrupt the handle it reads.
+pub(crate) fn storage(p: *const rope_t) -> (usize, usize) {
+    // A live handle lies inside the address space: `rope_init` wrote it there.
+    (p as usize, (p as usize).saturating_add(size_of::<rope_t>()))
+}
+
 /// The size in bytes of the storage `rope_init` needs (at most `ROPE_STORAGE_SIZE`).
 #[no_mangle]
 pub extern "C" fn rope_size() -> usize {
@@ -219,7 +226,8 @@ unsafe fn dealloc(_: *mut rope_t) {
 
 /// `*pairs = rotary_dim / 2`, the width of a cos/sin table row and of `inv_freq`.
 ///
-/// Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`.
+/// Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
+/// `ROPE_OVERLAPPING_BUFFERS` (`pairs` inside the handle's storage).
 ///
 /// # Safety
 /// `rope` as for every handle function (NULL, or `rope_size()` readable bytes holding a
@@ -230,7 +238,8 @@ pub unsafe extern "C" fn rope_pairs(rope: *const rope_t, pairs: *mut usize) -> r
         // SAFETY: the caller's contract.
         let r = unsafe { rope_ref(rope) }?;
         let out = required(pairs)?;
-        // SAFETY: non-NULL, aligned, writable (the contract).
+        disjoint(&[Buf::new(pairs.cast_const(), 1)?.bytes()], &[storage(rope)])?;
+        // SAFETY: non-NULL, aligned, writable (the contract), outside the handle (checked).
         unsafe { out.as_ptr().write(r.config().pairs()) };
         Ok(())
     })
@@ -245,8 +254,9 @@ pub unsafe extern "C" fn rope_pairs(rope: *const rope_t, pairs: *mut usize) -> r
 ///
 /// Errors: `ROPE_NULL_POINTER` (`rope`, `inv_freq`), `ROPE_MISALIGNED_POINTER`,
 /// `ROPE_INVALID_HANDLE`, `ROPE_BUFFER_TOO_SMALL` (`inv_freq_len < rotary_dim / 2`),
-/// `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK whose frequencies at `seq_len` are not
-/// finite).
+/// `ROPE_OVERLAPPING_BUFFERS` (`inv_freq` or `attention_factor` overlaps the handle's
+/// storage; they may overlap each other), `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK
+/// whose frequencies at `seq_len` are not finite).
 ///
 /// # Safety
 /// `rope` a handle; `inv_freq` NULL or writable for `inv_freq_len` doubles;
@@ -268,13 +278,18 @@ pub unsafe extern "C" fn rope_frequencies(
             return Err(ROPE_BUFFER_TOO_SMALL);
         }
         let af = if attention_factor.is_null() { None } else { Some(required(attention_factor)?) };
+        // `attention_factor` may point into `inv_freq`, but neither into the handle.
+        let af_bytes = Buf::new(attention_factor.cast_const(), usize::from(af.is_some()))?.bytes();
+        disjoint(&[out.bytes()], &[storage(rope)])?;
+        disjoint(&[af_bytes], &[storage(rope)])?;
         let freqs = rust(r.frequencies_at(seq_len))?;
         // Raw writes, no references: `attention_factor` may even point into `inv_freq`.
         // SAFETY: `inv_freq` is writable for `inv_freq_len >= pairs` doubles (checked,
-        // the contract); the source is a Rust array, disjoint from C memory.
+        // the contract); the source is a Rust array, disjoint from C memory; the handle
+        // is not written (checked).
         unsafe { core::ptr::copy_nonoverlapping(freqs.inv_freq().as_ptr(), inv_freq, pairs) };
         if let Some(af) = af {
-            // SAFETY: non-NULL, aligned, writable (the contract).
+            // SAFETY: non-NULL, aligned, writable (the contract), outside the handle.
             unsafe { af.as_ptr().write(freqs.attention_factor()) };
         }
         Ok(())
@@ -290,7 +305,8 @@ pub unsafe extern "C" fn rope_frequencies(
 /// frequencies of a call of length `start + rows`.
 ///
 /// Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
-/// `ROPE_INVALID_ARGUMENT` (byte size), `ROPE_OVERLAPPING_BUFFERS` (`cos`, `sin`),
+/// `ROPE_INVALID_ARGUMENT` (byte size), `ROPE_OVERLAPPING_BUFFERS` (`cos`, `sin`, the
+/// handle's storage: none may overlap another),
 /// `ROPE_TABLE_SHAPE` (`len` not a multiple of `rotary_dim / 2`),
 /// `ROPE_POSITION_OVERFLOW`, `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK).
 ///
@@ -309,8 +325,9 @@ pub unsafe extern "C" fn rope_fill_table(
         let r = unsafe { rope_ref(rope) }?;
         let c = Buf::new(cos.cast_const(), len)?;
         let s = Buf::new(sin.cast_const(), len)?;
-        disjoint(&[c.bytes(), s.bytes()], &[])?;
-        // SAFETY: checked by `Buf::new`, disjoint (checked), writable (the contract).
+        disjoint(&[c.bytes(), s.bytes()], &[storage(rope)])?;
+        // SAFETY: checked by `Buf::new`, disjoint from each other and from the handle
+        // (checked), writable (the contract).
         let (c, s) = unsafe { (c.slice_mut(), s.slice_mut()) };
         rust(r.fill_table(start, c, s))
     })
