@@ -3,7 +3,7 @@
 
 use core::mem::{align_of, needs_drop, offset_of, size_of};
 use core::ptr::{addr_of, addr_of_mut};
-use core::sync::atomic::{compiler_fence, AtomicBool, Ordering};
+use core::sync::atomic::{compiler_fence, Ordering};
 
 use rope_kernels::Rope;
 
@@ -15,22 +15,33 @@ use crate::status::*;
 /// into caller storage or by `rope_new` on the heap. It owns no other resource: storage
 /// given to `rope_init` may be reused or freed at any time after the last call that uses
 /// the handle. Calls that take a `const rope_t *` may run concurrently on one handle.
-///
-/// `#[repr(C)]` fixes where `magic` sits: not in the first bytes, where an allocator keeps
-/// its bookkeeping in a freed block (glibc: the free-list links `fd`, `bk`, `fd_nextsize`,
-/// `bk_nextsize`, or tcache's `next` and `key`, 32 bytes at most on 64-bit; jemalloc and
-/// mimalloc: one pointer), nor in the last ones (glibc: the next chunk's `prev_size`). So
-/// the 0 that `rope_free` stores there stays, and a stale pointer gets
-/// `ROPE_INVALID_HANDLE` until the memory is reused. Were the allocator to write there
-/// anyway, it would write pointers or sizes, never a magic value: the check still fails.
-#[repr(C)]
 pub struct rope_t {
+    // Not `#[repr(C)]` itself, so that cbindgen declares it opaque.
+    h: Handle,
+}
+
+/// The contents of a handle. `#[repr(C)]` fixes where `magic` sits: not in the first
+/// bytes, where an allocator keeps its bookkeeping in a freed block (glibc: the free-list
+/// links `fd`, `bk`, `fd_nextsize`, `bk_nextsize`, or tcache's `next` and `key`, 32 bytes
+/// at most on 64-bit; jemalloc and mimalloc: one pointer), nor in the last ones (glibc:
+/// the next chunk's `prev_size`). So the 0 that `rope_free` stores there stays, and a
+/// stale pointer gets `ROPE_INVALID_HANDLE` until the memory is reused. Were the
+/// allocator to write there anyway, it would write pointers or sizes, never a magic
+/// value: the check would still fail.
+#[repr(C)]
+struct Handle {
     /// Never read or written by the library: room for the allocator's bookkeeping after
     /// `rope_free` (see above).
     _allocator: [usize; 4],
     /// `MAGIC_STORAGE` or `MAGIC_HEAP` while live; 0 after `rope_free`.
     magic: u32,
     rope: Rope,
+}
+
+impl rope_t {
+    fn new(magic: u32, rope: Rope) -> Self {
+        rope_t { h: Handle { _allocator: [0; 4], magic, rope } }
+    }
 }
 
 const MAGIC_STORAGE: u32 = 0x524F_5045; // "ROPE"
@@ -47,14 +58,7 @@ const _: () = assert!(align_of::<rope_t>() <= ROPE_STORAGE_ALIGN);
 // Storage is handed back without running any destructor.
 const _: () = assert!(!needs_drop::<rope_t>());
 // `magic` lies past 4 pointers of allocator bookkeeping (see `rope_t`).
-const _: () = assert!(offset_of!(rope_t, magic) >= 4 * size_of::<usize>());
-
-/// `rope_free` and the test hook `ROPE_TEST_FAULT_ALLOC`: the next `rope_new` fails.
-static FAIL_NEXT_ALLOC: AtomicBool = AtomicBool::new(false);
-
-pub(crate) fn fail_next_alloc() {
-    FAIL_NEXT_ALLOC.store(true, Ordering::Relaxed);
-}
+const _: () = assert!(offset_of!(rope_t, h.magic) >= 4 * size_of::<usize>());
 
 /// The `Rope` of a live handle.
 ///
@@ -65,12 +69,12 @@ pub(crate) fn fail_next_alloc() {
 pub(crate) unsafe fn rope_ref<'a>(p: *const rope_t) -> R<&'a Rope> {
     let p = required(p)?.as_ptr();
     // SAFETY: aligned, readable (the contract); a `u32` accepts any bits.
-    let magic = unsafe { addr_of!((*p).magic).read() };
+    let magic = unsafe { addr_of!((*p).h.magic).read() };
     if magic != MAGIC_STORAGE && magic != MAGIC_HEAP {
         return Err(ROPE_INVALID_HANDLE);
     }
     // SAFETY: a live magic means `rope_init`/`rope_new` wrote a valid `Rope` there.
-    Ok(unsafe { &(*p).rope })
+    Ok(unsafe { &(*p).h.rope })
 }
 
 /// The bytes of the handle at `p`, for [`disjoint`]: no buffer a call writes may overlap
@@ -125,7 +129,7 @@ pub unsafe extern "C" fn rope_init(
         // SAFETY: `storage` is aligned and writable for a `rope_t` (checked size, the
         // contract); the old contents need no drop; `out` is writable and outside it.
         unsafe {
-            storage.write(rope_t { _allocator: [0; 4], magic: MAGIC_STORAGE, rope });
+            storage.write(rope_t::new(MAGIC_STORAGE, rope));
             out.write(storage);
         }
         Ok(())
@@ -149,7 +153,7 @@ pub unsafe extern "C" fn rope_new(cfg: *const rope_config, out: *mut *mut rope_t
         // SAFETY: `p` is a fresh allocation of a `rope_t`'s layout; `out` is writable and
         // cannot lie inside memory the allocator just handed out.
         unsafe {
-            p.write(rope_t { _allocator: [0; 4], magic: MAGIC_HEAP, rope });
+            p.write(rope_t::new(MAGIC_HEAP, rope));
             out.write(p);
         }
         Ok(())
@@ -158,7 +162,9 @@ pub unsafe extern "C" fn rope_new(cfg: *const rope_config, out: *mut *mut rope_t
 
 #[cfg(feature = "std")]
 fn alloc() -> R<*mut rope_t> {
-    if FAIL_NEXT_ALLOC.swap(false, Ordering::Relaxed) {
+    // The test hook `ROPE_TEST_FAULT_ALLOC` (test builds only, src/testing.rs).
+    #[cfg(any(test, rope_capi_testing))]
+    if crate::testing::take_alloc_fault() {
         return Err(ROPE_OUT_OF_MEMORY);
     }
     // SAFETY: the layout has a non-zero size.
@@ -171,7 +177,6 @@ fn alloc() -> R<*mut rope_t> {
 
 #[cfg(not(feature = "std"))]
 fn alloc() -> R<*mut rope_t> {
-    FAIL_NEXT_ALLOC.store(false, Ordering::Relaxed);
     Err(ROPE_OUT_OF_MEMORY)
 }
 
@@ -191,7 +196,7 @@ pub unsafe extern "C" fn rope_free(rope: *mut rope_t) -> rope_status {
         }
         let p = required(rope)?.as_ptr();
         // SAFETY: aligned and readable (the contract); a `u32` accepts any bits.
-        if unsafe { addr_of!((*p).magic).read() } != MAGIC_HEAP {
+        if unsafe { addr_of!((*p).h.magic).read() } != MAGIC_HEAP {
             return Err(ROPE_INVALID_HANDLE);
         }
         // Clearing the magic makes a stale pointer fail with ROPE_INVALID_HANDLE (a second
@@ -199,7 +204,7 @@ pub unsafe extern "C" fn rope_free(rope: *mut rope_t) -> rope_status {
         // `dealloc` is dead to the optimizer, which removes it in release builds (issue
         // 16): the store is volatile, and the fence keeps `dealloc` after it.
         // SAFETY: a heap handle: aligned and writable.
-        unsafe { core::ptr::write_volatile(addr_of_mut!((*p).magic), 0) };
+        unsafe { core::ptr::write_volatile(addr_of_mut!((*p).h.magic), 0) };
         compiler_fence(Ordering::SeqCst);
         // SAFETY: a heap handle, released once (the contract).
         unsafe { dealloc(p) };

@@ -499,10 +499,8 @@ fn buffers_overlapping_the_handle_are_refused() {
     const PAIRS: usize = HD / 2;
     let mut cfg = core::mem::MaybeUninit::<rope_config>::uninit();
     // SAFETY: writable storage of a whole `rope_config`.
-    assert_eq!(
-        unsafe { rope_config_init(cfg.as_mut_ptr(), size_of::<rope_config>(), HD, 10_000.0) },
-        ROPE_OK
-    );
+    let s = unsafe { rope_config_init(cfg.as_mut_ptr(), size_of::<rope_config>(), HD, 10_000.0) };
+    assert_eq!(s, ROPE_OK);
     // SAFETY: `rope_config_init` returned ROPE_OK, so it wrote every field.
     let cfg = unsafe { cfg.assume_init() };
     // The handle at byte `h0` of `mem`, with room on both sides for buffers that straddle

@@ -1,6 +1,7 @@
 /*
- * C test of librope_kernels (static or shared), built and run by capi/tests/c_program.rs
- * and .ci/stages/30-capi.sh, also under AddressSanitizer + UBSan.
+ * C test of librope_kernels (static or shared; the test build librope_kernels_testing,
+ * which adds rope_test_fault), built and run by capi/tests/c_program.rs (cargo test; CI:
+ * .ci/stages/30-capi.sh), also under AddressSanitizer + UBSan.
  *
  *   test_capi EXPECTED.bin
  *
@@ -20,6 +21,9 @@
  *  5. no call writes a buffer that overlaps the handle's own storage (issue 16).
  * Stale handles (after rope_free) are tested against the release library by test_stale.c.
  */
+/* Declares the test hook rope_test_fault, which only the test build of the library has:
+ * this program links librope_kernels_testing (capi/testing), not librope_kernels. */
+#define ROPE_CAPI_TESTING 1
 #include "rope_kernels.h"
 
 #include <math.h>
