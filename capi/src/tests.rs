@@ -514,8 +514,22 @@ fn buffers_overlapping_the_handle_are_refused() {
     // SAFETY: `size` writable bytes, aligned to 8, at byte `h0` of `mem`.
     assert_eq!(unsafe { rope_init(base.wrapping_add(h0).cast(), size, &cfg, &mut h) }, ROPE_OK);
     let (mut q, mut k, mut f) = (vec![1.0f32; HD], vec![2.0f32; HD], vec![0.0f64; PAIRS]);
-    let handle_bytes =
-        |m: &[u64]| m.iter().flat_map(|w| w.to_ne_bytes()).skip(h0).take(size).collect::<Vec<u8>>();
+    // What the handle computes (its bytes include padding, which Rust may not read).
+    let fingerprint = |h: *mut rope_t| {
+        let (mut inv, mut af, mut c, mut s) = (vec![0f64; PAIRS], 0f64, vec![0f32; PAIRS], vec![0f32; PAIRS]);
+        // SAFETY: a live handle; buffers of the stated lengths, outside the handle.
+        let st = unsafe {
+            (
+                rope_frequencies(h, 0, inv.as_mut_ptr(), PAIRS, &mut af),
+                rope_fill_table(h, 7, c.as_mut_ptr(), s.as_mut_ptr(), PAIRS),
+            )
+        };
+        assert_eq!(st, (ROPE_OK, ROPE_OK), "the handle is no longer valid");
+        (inv, af, c, s)
+    };
+    let want = fingerprint(h);
+    // The words around the handle (initialized, unlike the handle's padding).
+    let around = |m: &[u64]| [&m[..pad], &m[m.len() - pad..]].concat();
     // Each call writes one buffer of `bytes` bytes at `p`, its other buffers (`o`: f32 q
     // and k of `HD`, f64 of `PAIRS`) elsewhere.
     type Call = unsafe fn(*mut rope_t, *mut u8, [*mut u8; 3]) -> rope_status;
@@ -570,15 +584,21 @@ fn buffers_overlapping_the_handle_are_refused() {
             (h0 + size - 8, true),
             (h0 + size, false),
         ];
-        for (start, overlaps) in starts {
-            let before = handle_bytes(&mem);
+        // Under Miri (slow) one overlapping start and one outside are enough for the
+        // boundary's pointer code.
+        let starts = starts.into_iter().enumerate().filter(|(i, _)| !cfg!(miri) || *i == 1 || *i == 4);
+        for (_, (start, overlaps)) in starts {
+            let before = around(&mem);
             let others = [q.as_mut_ptr().cast(), k.as_mut_ptr().cast(), f.as_mut_ptr().cast()];
             // SAFETY: `bytes` writable bytes at `start` of `mem`, aligned for the buffer's
             // type; the other buffers are live arrays; `h` a live handle.
             let s = unsafe { call(h, base.wrapping_add(start), others) };
-            let want = if overlaps { ROPE_OVERLAPPING_BUFFERS } else { ROPE_OK };
-            assert_eq!(s, want, "{name} at byte {start} (handle at {h0}..{})", h0 + size);
-            assert!(handle_bytes(&mem) == before, "{name} at byte {start}: the handle was written");
+            let status = if overlaps { ROPE_OVERLAPPING_BUFFERS } else { ROPE_OK };
+            assert_eq!(s, status, "{name} at byte {start} (handle at {h0}..{})", h0 + size);
+            assert!(fingerprint(h) == want, "{name} at byte {start}: the handle was written");
+            if overlaps {
+                assert!(around(&mem) == before, "{name} at byte {start}: a refused call wrote");
+            }
         }
     }
     let mut pairs = 0;
