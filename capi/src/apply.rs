@@ -8,7 +8,7 @@ use rope_kernels::{
 };
 
 use crate::boundary::{disjoint, guard, read, read_versioned, rust, Buf, R};
-use crate::handle::{rope_ref, rope_t};
+use crate::handle::{rope_ref, rope_t, storage};
 use crate::status::*;
 
 /// Rotation direction (`rope_apply_opts.direction`).
@@ -170,7 +170,7 @@ unsafe fn in_place<T: Element>(
         // SAFETY: the caller's contract (NULL or readable options and buffers).
         let (apply, reads) = unsafe { options(opts, r.config().pairs()) }?;
         let kb = k.map_or((0, 0), |(b, _)| b.bytes());
-        disjoint(&[qb.bytes(), kb], &reads)?;
+        disjoint(&[qb.bytes(), kb], &[reads[0], reads[1], reads[2], storage(rope)])?;
         // SAFETY: checked by `Buf::new`, writable and not accessed by others (the
         // contract), and disjoint from every other buffer of the call (checked).
         let q = HeadsMut::new(unsafe { qb.slice_mut() }, qv);
@@ -208,7 +208,7 @@ unsafe fn into<T: Element>(
         // SAFETY: the caller's contract (NULL or readable options and buffers).
         let (apply, [ids, cos, sin]) = unsafe { options(opts, r.config().pairs()) }?;
         let (kb, kob) = k.map_or(((0, 0), (0, 0)), |((b, _), (o, _))| (b.bytes(), o.bytes()));
-        disjoint(&[qob.bytes(), kob], &[qb.bytes(), kb, ids, cos, sin])?;
+        disjoint(&[qob.bytes(), kob], &[qb.bytes(), kb, ids, cos, sin, storage(rope)])?;
         // SAFETY: checked by `Buf::new`, readable and not written by others (the contract).
         let q = Heads::new(unsafe { qb.slice() }, qv);
         // SAFETY: checked by `Buf::new`, writable and not accessed by others (the
@@ -228,7 +228,8 @@ unsafe fn into<T: Element>(
 /// is a no-op. `opts` may be NULL (forward, positions from 0, cos/sin on the fly).
 ///
 /// The buffers of q and k must not overlap (for a fused QKV buffer, call once for q and
-/// once for k), nor overlap `position_ids` or the cos/sin table.
+/// once for k), nor overlap `position_ids`, the cos/sin table or the handle's storage
+/// (a `rope_init` handle lives in caller memory).
 ///
 /// Errors (nothing is written): `ROPE_NULL_POINTER` (`rope`, `q`, a buffer with a
 /// non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`, `ROPE_UNSUPPORTED_STRUCT_SIZE`,
@@ -288,7 +289,8 @@ pub unsafe extern "C" fn rope_apply_bf16(
 /// Rotates q into `q_out` and (if `k` and `k_out` are not NULL) k into `k_out`, f32.
 /// Each output has its input's tokens and heads but may have its own strides; the
 /// dimensions past `rotary_dim` are copied. `k` and `k_out` are both NULL or both not.
-/// Outputs must not overlap any other buffer of the call; inputs may overlap each other.
+/// Outputs must not overlap any other buffer of the call nor the handle's storage; inputs
+/// may overlap each other.
 ///
 /// Errors: those of `rope_apply_f32` (`ROPE_NULL_POINTER` also when exactly one of `k`,
 /// `k_out` is NULL; `ROPE_SHAPE_MISMATCH` also for an output of another shape).

@@ -1,9 +1,9 @@
 //! `rope_t`: the opaque handle, in caller storage (`rope_init`) or on the heap
 //! (`rope_new`), and the calls that read its frequencies.
 
-use core::mem::{align_of, needs_drop, size_of};
+use core::mem::{align_of, needs_drop, offset_of, size_of};
 use core::ptr::{addr_of, addr_of_mut};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{compiler_fence, Ordering};
 
 use rope_kernels::Rope;
 
@@ -16,9 +16,32 @@ use crate::status::*;
 /// given to `rope_init` may be reused or freed at any time after the last call that uses
 /// the handle. Calls that take a `const rope_t *` may run concurrently on one handle.
 pub struct rope_t {
-    /// `MAGIC_STORAGE` or `MAGIC_HEAP` while live.
+    // Not `#[repr(C)]` itself, so that cbindgen declares it opaque.
+    h: Handle,
+}
+
+/// The contents of a handle. `#[repr(C)]` fixes where `magic` sits: not in the first
+/// bytes, where an allocator keeps its bookkeeping in a freed block (glibc: the free-list
+/// links `fd`, `bk`, `fd_nextsize`, `bk_nextsize`, or tcache's `next` and `key`, 32 bytes
+/// at most on 64-bit; jemalloc and mimalloc: one pointer), nor in the last ones (glibc:
+/// the next chunk's `prev_size`). So the 0 that `rope_free` stores there stays, and a
+/// stale pointer gets `ROPE_INVALID_HANDLE` until the memory is reused. Were the
+/// allocator to write there anyway, it would write pointers or sizes, never a magic
+/// value: the check would still fail.
+#[repr(C)]
+struct Handle {
+    /// Never read or written by the library: room for the allocator's bookkeeping after
+    /// `rope_free` (see above).
+    _allocator: [usize; 4],
+    /// `MAGIC_STORAGE` or `MAGIC_HEAP` while live; 0 after `rope_free`.
     magic: u32,
     rope: Rope,
+}
+
+impl rope_t {
+    fn new(magic: u32, rope: Rope) -> Self {
+        rope_t { h: Handle { _allocator: [0; 4], magic, rope } }
+    }
 }
 
 const MAGIC_STORAGE: u32 = 0x524F_5045; // "ROPE"
@@ -34,13 +57,8 @@ const _: () = assert!(size_of::<rope_t>() <= ROPE_STORAGE_SIZE);
 const _: () = assert!(align_of::<rope_t>() <= ROPE_STORAGE_ALIGN);
 // Storage is handed back without running any destructor.
 const _: () = assert!(!needs_drop::<rope_t>());
-
-/// `rope_free` and the test hook `ROPE_TEST_FAULT_ALLOC`: the next `rope_new` fails.
-static FAIL_NEXT_ALLOC: AtomicBool = AtomicBool::new(false);
-
-pub(crate) fn fail_next_alloc() {
-    FAIL_NEXT_ALLOC.store(true, Ordering::Relaxed);
-}
+// `magic` lies past 4 pointers of allocator bookkeeping (see `rope_t`).
+const _: () = assert!(offset_of!(rope_t, h.magic) >= 4 * size_of::<usize>());
 
 /// The `Rope` of a live handle.
 ///
@@ -51,12 +69,19 @@ pub(crate) fn fail_next_alloc() {
 pub(crate) unsafe fn rope_ref<'a>(p: *const rope_t) -> R<&'a Rope> {
     let p = required(p)?.as_ptr();
     // SAFETY: aligned, readable (the contract); a `u32` accepts any bits.
-    let magic = unsafe { addr_of!((*p).magic).read() };
+    let magic = unsafe { addr_of!((*p).h.magic).read() };
     if magic != MAGIC_STORAGE && magic != MAGIC_HEAP {
         return Err(ROPE_INVALID_HANDLE);
     }
     // SAFETY: a live magic means `rope_init`/`rope_new` wrote a valid `Rope` there.
-    Ok(unsafe { &(*p).rope })
+    Ok(unsafe { &(*p).h.rope })
+}
+
+/// The bytes of the handle at `p`, for [`disjoint`]: no buffer a call writes may overlap
+/// them (`ROPE_OVERLAPPING_BUFFERS`), or the call would corrupt the handle it reads.
+pub(crate) fn storage(p: *const rope_t) -> (usize, usize) {
+    // A live handle lies inside the address space: `rope_init` wrote it there.
+    (p as usize, (p as usize).saturating_add(size_of::<rope_t>()))
 }
 
 /// The size in bytes of the storage `rope_init` needs (at most `ROPE_STORAGE_SIZE`).
@@ -104,7 +129,7 @@ pub unsafe extern "C" fn rope_init(
         // SAFETY: `storage` is aligned and writable for a `rope_t` (checked size, the
         // contract); the old contents need no drop; `out` is writable and outside it.
         unsafe {
-            storage.write(rope_t { magic: MAGIC_STORAGE, rope });
+            storage.write(rope_t::new(MAGIC_STORAGE, rope));
             out.write(storage);
         }
         Ok(())
@@ -128,7 +153,7 @@ pub unsafe extern "C" fn rope_new(cfg: *const rope_config, out: *mut *mut rope_t
         // SAFETY: `p` is a fresh allocation of a `rope_t`'s layout; `out` is writable and
         // cannot lie inside memory the allocator just handed out.
         unsafe {
-            p.write(rope_t { magic: MAGIC_HEAP, rope });
+            p.write(rope_t::new(MAGIC_HEAP, rope));
             out.write(p);
         }
         Ok(())
@@ -137,7 +162,9 @@ pub unsafe extern "C" fn rope_new(cfg: *const rope_config, out: *mut *mut rope_t
 
 #[cfg(feature = "std")]
 fn alloc() -> R<*mut rope_t> {
-    if FAIL_NEXT_ALLOC.swap(false, Ordering::Relaxed) {
+    // The test hook `ROPE_TEST_FAULT_ALLOC` (test builds only, src/testing.rs).
+    #[cfg(any(test, rope_capi_testing))]
+    if crate::testing::take_alloc_fault() {
         return Err(ROPE_OUT_OF_MEMORY);
     }
     // SAFETY: the layout has a non-zero size.
@@ -150,7 +177,6 @@ fn alloc() -> R<*mut rope_t> {
 
 #[cfg(not(feature = "std"))]
 fn alloc() -> R<*mut rope_t> {
-    FAIL_NEXT_ALLOC.store(false, Ordering::Relaxed);
     Err(ROPE_OUT_OF_MEMORY)
 }
 
@@ -170,12 +196,16 @@ pub unsafe extern "C" fn rope_free(rope: *mut rope_t) -> rope_status {
         }
         let p = required(rope)?.as_ptr();
         // SAFETY: aligned and readable (the contract); a `u32` accepts any bits.
-        if unsafe { addr_of!((*p).magic).read() } != MAGIC_HEAP {
+        if unsafe { addr_of!((*p).h.magic).read() } != MAGIC_HEAP {
             return Err(ROPE_INVALID_HANDLE);
         }
-        // SAFETY: a heap handle: writable; clearing the magic makes a stale pointer used
-        // before the memory is reused fail with ROPE_INVALID_HANDLE.
-        unsafe { addr_of_mut!((*p).magic).write(0) };
+        // Clearing the magic makes a stale pointer fail with ROPE_INVALID_HANDLE (a second
+        // `rope_free` included) until the memory is reused. A plain store just before
+        // `dealloc` is dead to the optimizer, which removes it in release builds (issue
+        // 16): the store is volatile, and the fence keeps `dealloc` after it.
+        // SAFETY: a heap handle: aligned and writable.
+        unsafe { core::ptr::write_volatile(addr_of_mut!((*p).h.magic), 0) };
+        compiler_fence(Ordering::SeqCst);
         // SAFETY: a heap handle, released once (the contract).
         unsafe { dealloc(p) };
         Ok(())
@@ -201,7 +231,8 @@ unsafe fn dealloc(_: *mut rope_t) {
 
 /// `*pairs = rotary_dim / 2`, the width of a cos/sin table row and of `inv_freq`.
 ///
-/// Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`.
+/// Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
+/// `ROPE_OVERLAPPING_BUFFERS` (`pairs` inside the handle's storage).
 ///
 /// # Safety
 /// `rope` as for every handle function (NULL, or `rope_size()` readable bytes holding a
@@ -212,7 +243,8 @@ pub unsafe extern "C" fn rope_pairs(rope: *const rope_t, pairs: *mut usize) -> r
         // SAFETY: the caller's contract.
         let r = unsafe { rope_ref(rope) }?;
         let out = required(pairs)?;
-        // SAFETY: non-NULL, aligned, writable (the contract).
+        disjoint(&[Buf::new(pairs.cast_const(), 1)?.bytes()], &[storage(rope)])?;
+        // SAFETY: non-NULL, aligned, writable (the contract), outside the handle (checked).
         unsafe { out.as_ptr().write(r.config().pairs()) };
         Ok(())
     })
@@ -227,8 +259,9 @@ pub unsafe extern "C" fn rope_pairs(rope: *const rope_t, pairs: *mut usize) -> r
 ///
 /// Errors: `ROPE_NULL_POINTER` (`rope`, `inv_freq`), `ROPE_MISALIGNED_POINTER`,
 /// `ROPE_INVALID_HANDLE`, `ROPE_BUFFER_TOO_SMALL` (`inv_freq_len < rotary_dim / 2`),
-/// `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK whose frequencies at `seq_len` are not
-/// finite).
+/// `ROPE_OVERLAPPING_BUFFERS` (`inv_freq` or `attention_factor` overlaps the handle's
+/// storage; they may overlap each other), `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK
+/// whose frequencies at `seq_len` are not finite).
 ///
 /// # Safety
 /// `rope` a handle; `inv_freq` NULL or writable for `inv_freq_len` doubles;
@@ -250,13 +283,18 @@ pub unsafe extern "C" fn rope_frequencies(
             return Err(ROPE_BUFFER_TOO_SMALL);
         }
         let af = if attention_factor.is_null() { None } else { Some(required(attention_factor)?) };
+        // `attention_factor` may point into `inv_freq`, but neither into the handle.
+        let af_bytes = Buf::new(attention_factor.cast_const(), usize::from(af.is_some()))?.bytes();
+        disjoint(&[out.bytes()], &[storage(rope)])?;
+        disjoint(&[af_bytes], &[storage(rope)])?;
         let freqs = rust(r.frequencies_at(seq_len))?;
         // Raw writes, no references: `attention_factor` may even point into `inv_freq`.
         // SAFETY: `inv_freq` is writable for `inv_freq_len >= pairs` doubles (checked,
-        // the contract); the source is a Rust array, disjoint from C memory.
+        // the contract); the source is a Rust array, disjoint from C memory; the handle
+        // is not written (checked).
         unsafe { core::ptr::copy_nonoverlapping(freqs.inv_freq().as_ptr(), inv_freq, pairs) };
         if let Some(af) = af {
-            // SAFETY: non-NULL, aligned, writable (the contract).
+            // SAFETY: non-NULL, aligned, writable (the contract), outside the handle.
             unsafe { af.as_ptr().write(freqs.attention_factor()) };
         }
         Ok(())
@@ -272,7 +310,8 @@ pub unsafe extern "C" fn rope_frequencies(
 /// frequencies of a call of length `start + rows`.
 ///
 /// Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
-/// `ROPE_INVALID_ARGUMENT` (byte size), `ROPE_OVERLAPPING_BUFFERS` (`cos`, `sin`),
+/// `ROPE_INVALID_ARGUMENT` (byte size), `ROPE_OVERLAPPING_BUFFERS` (`cos`, `sin`, the
+/// handle's storage: none may overlap another),
 /// `ROPE_TABLE_SHAPE` (`len` not a multiple of `rotary_dim / 2`),
 /// `ROPE_POSITION_OVERFLOW`, `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK).
 ///
@@ -291,8 +330,9 @@ pub unsafe extern "C" fn rope_fill_table(
         let r = unsafe { rope_ref(rope) }?;
         let c = Buf::new(cos.cast_const(), len)?;
         let s = Buf::new(sin.cast_const(), len)?;
-        disjoint(&[c.bytes(), s.bytes()], &[])?;
-        // SAFETY: checked by `Buf::new`, disjoint (checked), writable (the contract).
+        disjoint(&[c.bytes(), s.bytes()], &[storage(rope)])?;
+        // SAFETY: checked by `Buf::new`, disjoint from each other and from the handle
+        // (checked), writable (the contract).
         let (c, s) = unsafe { (c.slice_mut(), s.slice_mut()) };
         rust(r.fill_table(start, c, s))
     })

@@ -35,6 +35,8 @@ mod handle;
 #[cfg(all(not(feature = "std"), not(test)))]
 mod panic;
 mod status;
+// The test hook `rope_test_fault`: in test builds only (see src/testing.rs).
+#[cfg(any(test, rope_capi_testing))]
 mod testing;
 mod tier;
 
@@ -46,6 +48,7 @@ pub use config::*;
 pub use encodings::*;
 pub use handle::*;
 pub use status::*;
+#[cfg(any(test, rope_capi_testing))]
 pub use testing::*;
 pub use tier::*;
 
