@@ -119,8 +119,10 @@ pub(crate) trait Simd: Copy {
     /// `p .. p + LANES` is valid for writes.
     unsafe fn store_bf16(self, p: *mut bf16, v: Self::V);
     /// Loads `LANES` interleaved bf16 pairs (`2 * LANES` elements) and widens them to
-    /// `(x0, x1)`. A pair is one little-endian 32-bit word `x1 << 16 | x0`, so
-    /// `x0 = word << 16` and `x1 = word & 0xFFFF_0000`: no shuffle.
+    /// `(x0, x1)`. A pair is the 32-bit word `x1 << 16 | x0`, so `x0 = word << 16` and
+    /// `x1 = word & 0xFFFF_0000`: no shuffle. The x86-64 and NEON tiers (little-endian
+    /// only) load that word as one `u32`; the portable tier, which also runs on big-endian
+    /// targets, builds it from the two elements.
     ///
     /// # Safety
     /// `p .. p + 2 * LANES` is valid for reads.
