@@ -8,16 +8,15 @@
 # What runs, on each target: the lib unit tests and every integration test of the crate
 # but two (below), the C ABI's unit tests, and the C program (capi/tests/c_program.rs)
 # built with the cross gcc and run under qemu, against the static and the shared library.
-# tests/cross_arch.rs checks output bits against hashes computed on x86-64, and asserts
+# workspace-tests/tests/cross_arch.rs checks output bits against hashes computed on x86-64, and asserts
 # which tiers the target has (scalar and portable only: NEON reads a bf16 pair as one
 # little-endian word and exists only on little-endian aarch64).
 # Left out, and why:
-# - tests/fuzz_build.rs type-checks the fuzz crate for the host (nothing of the target);
 # - tests/unsafe_audit.rs reads the sources (nothing of the target);
 # - the sanitized builds of the C program: AddressSanitizer cannot reserve its shadow
 #   memory under qemu-user (the x86-64 C stage runs them);
 # - two accuracy statistics of the cos/sin generator against f64 libm (about 70 s under
-#   qemu): they measure the same bits that tests/cross_arch.rs proves equal to x86-64's.
+#   qemu): they measure the same bits that workspace-tests/tests/cross_arch.rs proves equal to x86-64's.
 #
 # Built with opt-level 1 (debug assertions and overflow checks stay on) and line tables
 # only: compiling costs a little more than at opt-level 0, running under qemu about 6 times
@@ -53,7 +52,7 @@ echo "=== foreign-arch: tools ready; $((SECONDS - start)) s"
 tests=()
 for f in tests/*.rs; do
     name=$(basename "$f" .rs)
-    case $name in fuzz_build | unsafe_audit) ;; *) tests+=(--test "$name") ;; esac
+    case $name in unsafe_audit) ;; *) tests+=(--test "$name") ;; esac
 done
 
 log=$(mktemp)
@@ -71,11 +70,11 @@ for t in "${targets[@]}"; do
     for want in "^test_capi_static: passed" "^test_capi_shared: passed"; do
         grep -q "$want" "$log" || { echo "$target: the C program did not run ($want)" >&2; exit 1; }
     done
-    # Uncaptured: which tiers ran, and the tier check of tests/cross_arch.rs.
-    cargo test -p rope-kernels --test cross_arch --test tiers -- --nocapture --test-threads 1 \
-        tiers_of_this_target dispatcher_uses_reported_tier 2>&1 | tee "$log"
+    # The same bits as x86-64 (Rust API and C ABI), uncaptured: its tier check is read below.
+    cargo test -p rope-kernels-workspace-tests --test cross_arch -- --nocapture --test-threads 1 2>&1 | tee "$log"
+    cargo test -p rope-kernels --test tiers -- --nocapture --test-threads 1 dispatcher_uses_reported_tier
     grep -q "target $arch (.*): tiers \[Scalar, Portable\]$" "$log" || {
-        echo "$target: tests/cross_arch.rs did not report the scalar and portable tiers" >&2
+        echo "$target: workspace-tests/tests/cross_arch.rs did not report the scalar and portable tiers" >&2
         exit 1
     }
     unset CARGO_BUILD_TARGET CARGO_PROFILE_DEV_OPT_LEVEL CARGO_PROFILE_DEV_DEBUG

@@ -8,7 +8,7 @@
 //! The hash is FNV-1a (64 bits) over each value's bits in little-endian byte order, so it
 //! is the same whatever the byte order of the machine computing it. Each part has its own
 //! constant, so a mismatch names what differs. After a deliberate change of the results,
-//! run `cargo test --test cross_arch -- --nocapture` on x86-64 and copy the printed values.
+//! run `cargo test -p rope-kernels-workspace-tests --test cross_arch -- --nocapture` on x86-64 and copy the printed values.
 //!
 //! What this covers: f64 frequencies (every scaling family here), f32 cos/sin tables,
 //! f32/f16/bf16 rotation in both layouts, both angle modes, forward and inverse, with
