@@ -343,6 +343,21 @@ fn compile(
     c
 }
 
+/// A command that runs the built program `exe`: directly, or through `ROPE_CAPI_RUNNER`
+/// (e.g. qemu-user for a foreign target; words split at spaces).
+fn program(exe: &Path) -> Command {
+    let runner = env::var("ROPE_CAPI_RUNNER").unwrap_or_default();
+    let mut runner = runner.split_whitespace();
+    match runner.next() {
+        Some(runner_program) => {
+            let mut r = Command::new(runner_program);
+            r.args(runner).arg(exe);
+            r
+        }
+        None => Command::new(exe),
+    }
+}
+
 fn run(cmd: &mut Command, what: &str) -> std::process::Output {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
     print!("{}", String::from_utf8_lossy(&out.stdout));
@@ -387,16 +402,7 @@ fn c_program_static_and_shared() {
                 }
                 panic!("{name}: compiling test_capi.c failed");
             }
-            let runner = env::var("ROPE_CAPI_RUNNER").unwrap_or_default();
-            let mut runner = runner.split_whitespace();
-            let mut r = match runner.next() {
-                Some(program) => {
-                    let mut r = Command::new(program);
-                    r.args(runner).arg(&exe);
-                    r
-                }
-                None => Command::new(&exe),
-            };
+            let mut r = program(&exe);
             r.arg(&expected)
                 .env("ASAN_OPTIONS", "halt_on_error=1:abort_on_error=1:detect_leaks=1")
                 .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
@@ -427,7 +433,7 @@ fn release_library_refuses_stale_handles() {
         let exe = work.join(&name);
         let built = run(&mut compile(&cc, &source, &exe, (&static_lib, &shared_lib), shared), "C compiler");
         assert!(built.status.success(), "{name}: compiling test_stale.c failed");
-        let out = run(&mut Command::new(&exe), &name);
+        let out = run(&mut program(&exe), &name);
         assert!(out.status.success(), "{name} failed: {}", out.status);
         assert!(String::from_utf8_lossy(&out.stdout).contains("test_stale: all checks passed"));
         println!("{name}: passed");
