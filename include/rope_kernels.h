@@ -440,10 +440,12 @@ typedef struct rope_relative_grid {
  */
 typedef uint32_t rope_alibi_form;
 
+#if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
  * A fault for `rope_test_fault`.
  */
 typedef uint32_t rope_test_fault_kind;
+#endif
 
 /**
  * An implementation tier. The values are the Rust `Tier` discriminants; a bit mask of
@@ -804,15 +806,19 @@ typedef uint32_t rope_tier;
  */
 #define ROPE_RELATIVE_INDEX_OVERFLOW 66
 
+#if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
  * Panic inside the boundary guard of this call.
  */
 #define ROPE_TEST_FAULT_PANIC 1
+#endif
 
+#if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
  * Make the next `rope_new` of the process fail as if the allocator had.
  */
 #define ROPE_TEST_FAULT_ALLOC 2
+#endif
 
 /**
  * Plain Rust, no target features: the oracle.
@@ -872,7 +878,8 @@ const char *rope_status_name(rope_status status);
  * is a no-op. `opts` may be NULL (forward, positions from 0, cos/sin on the fly).
  *
  * The buffers of q and k must not overlap (for a fused QKV buffer, call once for q and
- * once for k), nor overlap `position_ids` or the cos/sin table.
+ * once for k), nor overlap `position_ids`, the cos/sin table or the handle's storage
+ * (a `rope_init` handle lives in caller memory).
  *
  * Errors (nothing is written): `ROPE_NULL_POINTER` (`rope`, `q`, a buffer with a
  * non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`, `ROPE_UNSUPPORTED_STRUCT_SIZE`,
@@ -920,7 +927,8 @@ rope_status rope_apply_bf16(const struct rope_t *rope,
  * Rotates q into `q_out` and (if `k` and `k_out` are not NULL) k into `k_out`, f32.
  * Each output has its input's tokens and heads but may have its own strides; the
  * dimensions past `rotary_dim` are copied. `k` and `k_out` are both NULL or both not.
- * Outputs must not overlap any other buffer of the call; inputs may overlap each other.
+ * Outputs must not overlap any other buffer of the call nor the handle's storage; inputs
+ * may overlap each other.
  *
  * Errors: those of `rope_apply_f32` (`ROPE_NULL_POINTER` also when exactly one of `k`,
  * `k_out` is NULL; `ROPE_SHAPE_MISMATCH` also for an output of another shape).
@@ -1378,7 +1386,8 @@ rope_status rope_free(struct rope_t *rope);
 /**
  * `*pairs = rotary_dim / 2`, the width of a cos/sin table row and of `inv_freq`.
  *
- * Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`.
+ * Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
+ * `ROPE_OVERLAPPING_BUFFERS` (`pairs` inside the handle's storage).
  *
  * # Safety
  * `rope` as for every handle function (NULL, or `rope_size()` readable bytes holding a
@@ -1396,8 +1405,9 @@ rope_status rope_pairs(const struct rope_t *rope, size_t *pairs);
  *
  * Errors: `ROPE_NULL_POINTER` (`rope`, `inv_freq`), `ROPE_MISALIGNED_POINTER`,
  * `ROPE_INVALID_HANDLE`, `ROPE_BUFFER_TOO_SMALL` (`inv_freq_len < rotary_dim / 2`),
- * `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK whose frequencies at `seq_len` are not
- * finite).
+ * `ROPE_OVERLAPPING_BUFFERS` (`inv_freq` or `attention_factor` overlaps the handle's
+ * storage; they may overlap each other), `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK
+ * whose frequencies at `seq_len` are not finite).
  *
  * # Safety
  * `rope` a handle; `inv_freq` NULL or writable for `inv_freq_len` doubles;
@@ -1419,7 +1429,8 @@ rope_status rope_frequencies(const struct rope_t *rope,
  * frequencies of a call of length `start + rows`.
  *
  * Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
- * `ROPE_INVALID_ARGUMENT` (byte size), `ROPE_OVERLAPPING_BUFFERS` (`cos`, `sin`),
+ * `ROPE_INVALID_ARGUMENT` (byte size), `ROPE_OVERLAPPING_BUFFERS` (`cos`, `sin`, the
+ * handle's storage: none may overlap another),
  * `ROPE_TABLE_SHAPE` (`len` not a multiple of `rotary_dim / 2`),
  * `ROPE_POSITION_OVERFLOW`, `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK).
  *
@@ -1445,17 +1456,19 @@ rope_status rope_fill_table(const struct rope_t *rope,
  */
 rope_status rope_storage_size(const struct rope_config *cfg, size_t *size);
 
+#if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
- * For tests of the boundary. `ROPE_TEST_FAULT_PANIC`: panics inside this call's guard
- * and returns `ROPE_PANIC` where the library catches panics (built with `std` and
- * `panic = "unwind"`, the default); elsewhere it does not panic and returns
- * `ROPE_INVALID_ARGUMENT`. With `std` the panic message goes to stderr through the
- * process's panic hook. `ROPE_TEST_FAULT_ALLOC`: the next `rope_new` returns
+ * For tests of the boundary (test builds only; see the module). `ROPE_TEST_FAULT_PANIC`:
+ * panics inside this call's guard and returns `ROPE_PANIC` where the library catches
+ * panics (built with `std` and `panic = "unwind"`, the default); elsewhere it does not
+ * panic and returns `ROPE_INVALID_ARGUMENT`. With `std` the panic message goes to stderr
+ * through the process's panic hook. `ROPE_TEST_FAULT_ALLOC`: the next `rope_new` returns
  * `ROPE_OUT_OF_MEMORY`; returns `ROPE_OK`.
  *
  * Errors: `ROPE_UNKNOWN_ENUM` for another `fault`.
  */
 rope_status rope_test_fault(rope_test_fault_kind fault);
+#endif
 
 /**
  * `*mask` = the tiers this build can run on this CPU, bit `1 << tier` each

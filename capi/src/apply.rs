@@ -4,11 +4,11 @@
 use core::ffi::c_void;
 
 use rope_kernels::{
-    bf16, f16, Apply, CosSin, CosSinTable, Direction, Element, Heads, HeadsMut, Positions, View,
+    bf16, f16, Apply, CosSin, CosSinTable, Direction, Element, Heads, HeadsMut, Positions, RopeRef, View,
 };
 
 use crate::boundary::{disjoint, guard, read, read_versioned, rust, Buf, R};
-use crate::handle::{rope_ref, rope_t};
+use crate::handle::{rope_t, storage, with_rope};
 use crate::status::*;
 
 /// Rotation direction (`rope_apply_opts.direction`).
@@ -162,10 +162,15 @@ unsafe fn in_place<T: Element>(
 ) -> rope_status {
     guard(|| {
         // SAFETY: the caller's contract (a handle).
-        let r = unsafe { rope_ref(rope) }?;
-        // SAFETY: the caller's contract, passed on.
-        let (q, k, apply) = unsafe { in_place_args::<T>(q, k, opts, r.pairs()) }?;
-        rust(r.apply_qk(q, k, &apply))
+        unsafe {
+            with_rope(rope, |r| {
+                // SAFETY: `rope` passed `rope_ref`'s checks (`with_rope`).
+                let handle = storage(rope);
+                // SAFETY: the caller's contract, passed on.
+                let (q, k, apply) = in_place_args::<T>(q, k, opts, r.pairs(), handle)?;
+                rust(r.apply_qk(q, k, &apply))
+            })
+        }
     })
 }
 
@@ -182,6 +187,7 @@ unsafe fn in_place_args<'a, T: Element>(
     k: *const rope_tensor,
     opts: *const rope_apply_opts,
     pairs: usize,
+    handle: (usize, usize),
 ) -> R<(HeadsMut<'a, T>, Option<HeadsMut<'a, T>>, Apply<'a>)> {
     // SAFETY: the caller's contract (NULL or a readable struct).
     let (qb, qv) = unsafe { tensor::<T>(q) }?;
@@ -190,7 +196,7 @@ unsafe fn in_place_args<'a, T: Element>(
     // SAFETY: the caller's contract (NULL or readable options and buffers).
     let (apply, reads) = unsafe { options(opts, pairs) }?;
     let kb = k.map_or((0, 0), |(b, _)| b.bytes());
-    disjoint(&[qb.bytes(), kb], &reads)?;
+    disjoint(&[qb.bytes(), kb], &[reads[0], reads[1], reads[2], handle])?;
     // SAFETY: checked by `Buf::new`, writable and not accessed by others (the
     // contract), and disjoint from every other buffer of the call (checked).
     let q = HeadsMut::new(unsafe { qb.slice_mut() }, qv);
@@ -211,9 +217,8 @@ unsafe fn into<T: Element>(
     k_out: *const rope_tensor,
     opts: *const rope_apply_opts,
 ) -> rope_status {
-    guard(|| {
-        // SAFETY: the caller's contract (a handle).
-        let r = unsafe { rope_ref(rope) }?;
+    // On the RoPE as `with_rope` builds it, borrowed (no copy: issue 13).
+    let body = |r: &RopeRef<'_>| {
         // SAFETY: the caller's contract (NULL or readable structs).
         let (qb, qv) = unsafe { tensor::<T>(q) }?;
         // SAFETY: as above.
@@ -227,7 +232,9 @@ unsafe fn into<T: Element>(
         // SAFETY: the caller's contract (NULL or readable options and buffers).
         let (apply, [ids, cos, sin]) = unsafe { options(opts, r.pairs()) }?;
         let (kb, kob) = k.map_or(((0, 0), (0, 0)), |((b, _), (o, _))| (b.bytes(), o.bytes()));
-        disjoint(&[qob.bytes(), kob], &[qb.bytes(), kb, ids, cos, sin])?;
+        // SAFETY: `rope` passed `rope_ref`'s checks (`with_rope`).
+        let handle = unsafe { storage(rope) };
+        disjoint(&[qob.bytes(), kob], &[qb.bytes(), kb, ids, cos, sin, handle])?;
         // SAFETY: checked by `Buf::new`, readable and not written by others (the contract).
         let q = Heads::new(unsafe { qb.slice() }, qv);
         // SAFETY: checked by `Buf::new`, writable and not accessed by others (the
@@ -238,7 +245,9 @@ unsafe fn into<T: Element>(
             (Heads::new(unsafe { b.slice() }, v), HeadsMut::new(unsafe { o.slice_mut() }, ov))
         });
         rust(r.apply_qk_into(q, q_out, k, &apply))
-    })
+    };
+    // SAFETY: the caller's contract (a handle).
+    guard(|| unsafe { with_rope(rope, body) })
 }
 
 /// Rotates q and (if `k` is not NULL) k in place, f32, at the same positions; q and k
@@ -247,7 +256,8 @@ unsafe fn into<T: Element>(
 /// is a no-op. `opts` may be NULL (forward, positions from 0, cos/sin on the fly).
 ///
 /// The buffers of q and k must not overlap (for a fused QKV buffer, call once for q and
-/// once for k), nor overlap `position_ids` or the cos/sin table.
+/// once for k), nor overlap `position_ids`, the cos/sin table or the handle's storage
+/// (a `rope_init` handle lives in caller memory).
 ///
 /// Errors (nothing is written): `ROPE_NULL_POINTER` (`rope`, `q`, a buffer with a
 /// non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`, `ROPE_UNSUPPORTED_STRUCT_SIZE`,
@@ -307,7 +317,8 @@ pub unsafe extern "C" fn rope_apply_bf16(
 /// Rotates q into `q_out` and (if `k` and `k_out` are not NULL) k into `k_out`, f32.
 /// Each output has its input's tokens and heads but may have its own strides; the
 /// dimensions past `rotary_dim` are copied. `k` and `k_out` are both NULL or both not.
-/// Outputs must not overlap any other buffer of the call; inputs may overlap each other.
+/// Outputs must not overlap any other buffer of the call nor the handle's storage; inputs
+/// may overlap each other.
 ///
 /// Errors: those of `rope_apply_f32` (`ROPE_NULL_POINTER` also when exactly one of `k`,
 /// `k_out` is NULL; `ROPE_SHAPE_MISMATCH` also for an output of another shape).

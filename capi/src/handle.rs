@@ -1,9 +1,9 @@
 //! `rope_t`: the opaque handle, in caller storage (`rope_init`) or on the heap
 //! (`rope_new`), and the calls that read its frequencies.
 
-use core::mem::{align_of, needs_drop, size_of};
+use core::mem::{align_of, needs_drop, offset_of, size_of};
 use core::ptr::{addr_of, addr_of_mut};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{compiler_fence, Ordering};
 
 use rope_kernels::{RopeParams, RopeRef, RopeState, MAX_PAIRS};
 
@@ -16,12 +16,34 @@ use crate::status::*;
 /// given to `rope_init` may be reused or freed at any time after the last call that uses
 /// the handle. Calls that take a `const rope_t *` may run concurrently on one handle.
 // Layout: this header, then the frequency tables sized to the configuration
-// (`RopeState::table_lens`: f64s, then f32s), `rope_storage_size` bytes in all. Not
-// `#[repr(C)]`, so that cbindgen declares it opaque.
+// (`RopeState::table_lens`: f64s, then f32s), `rope_storage_size` bytes in all.
 pub struct rope_t {
-    /// `MAGIC_STORAGE` or `MAGIC_HEAP` while live.
+    // Not `#[repr(C)]` itself, so that cbindgen declares it opaque.
+    h: Handle,
+}
+
+/// The contents of a handle. `#[repr(C)]` fixes where `magic` sits: not in the first
+/// bytes, where an allocator keeps its bookkeeping in a freed block (glibc: the free-list
+/// links `fd`, `bk`, `fd_nextsize`, `bk_nextsize`, or tcache's `next` and `key`, 32 bytes
+/// at most on 64-bit; jemalloc and mimalloc: one pointer), nor in the last ones (glibc:
+/// the next chunk's `prev_size`). So the 0 that `rope_free` stores there stays, and a
+/// stale pointer gets `ROPE_INVALID_HANDLE` until the memory is reused. Were the
+/// allocator to write there anyway, it would write pointers or sizes, never a magic
+/// value: the check would still fail.
+#[repr(C)]
+struct Handle {
+    /// Never read or written by the library: room for the allocator's bookkeeping after
+    /// `rope_free` (see above).
+    _allocator: [usize; 4],
+    /// `MAGIC_STORAGE` or `MAGIC_HEAP` while live; 0 after `rope_free`.
     magic: u32,
     state: RopeState,
+}
+
+impl rope_t {
+    fn new(magic: u32, state: RopeState) -> Self {
+        rope_t { h: Handle { _allocator: [0; 4], magic, state } }
+    }
 }
 
 const MAGIC_STORAGE: u32 = 0x524F_5045; // "ROPE"
@@ -41,13 +63,8 @@ const _: () = assert!(MAX_STORAGE <= ROPE_STORAGE_SIZE);
 const _: () = assert!(align_of::<rope_t>() <= ROPE_STORAGE_ALIGN);
 // Storage is handed back without running any destructor.
 const _: () = assert!(!needs_drop::<rope_t>());
-
-/// `rope_free` and the test hook `ROPE_TEST_FAULT_ALLOC`: the next `rope_new` fails.
-static FAIL_NEXT_ALLOC: AtomicBool = AtomicBool::new(false);
-
-pub(crate) fn fail_next_alloc() {
-    FAIL_NEXT_ALLOC.store(true, Ordering::Relaxed);
-}
+// `magic` lies past 4 pointers of allocator bookkeeping (see `rope_t`).
+const _: () = assert!(offset_of!(rope_t, h.magic) >= 4 * size_of::<usize>());
 
 /// The bytes of a handle whose tables have `n64` f64 and `n32` f32 elements.
 const fn storage_bytes(n64: usize, n32: usize) -> usize {
@@ -76,25 +93,51 @@ unsafe fn tables(p: *mut rope_t, n64: usize) -> (*mut f64, *mut f32) {
 /// returned borrow.
 #[inline]
 pub(crate) unsafe fn rope_ref<'a>(p: *const rope_t) -> R<RopeRef<'a>> {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { with_rope(p, |r| Ok(*r)) }
+}
+
+/// Runs `f` on the RoPE of a live handle, built in this frame and borrowed (no copy of it on
+/// the way: the C apply calls' stack, issue 13).
+///
+/// # Safety
+/// As for [`rope_ref`], for the duration of `f`.
+#[inline(always)]
+pub(crate) unsafe fn with_rope<'a, T>(p: *const rope_t, f: impl FnOnce(&RopeRef<'a>) -> R<T>) -> R<T> {
     let p = required(p)?.as_ptr();
     // SAFETY: aligned, readable (the contract); a `u32` accepts any bits.
-    let magic = unsafe { addr_of!((*p).magic).read() };
+    let magic = unsafe { addr_of!((*p).h.magic).read() };
     if magic != MAGIC_STORAGE && magic != MAGIC_HEAP {
         return Err(ROPE_INVALID_HANDLE);
     }
     // SAFETY: a live magic means `rope_init`/`rope_new` wrote a valid `RopeState` there.
-    let state = unsafe { &(*p).state };
+    let state: &'a RopeState = unsafe { &(*p).h.state };
     let (n64, n32) = state.lens();
     if storage_bytes(n64, n32) > MAX_STORAGE {
         return Err(ROPE_INVALID_HANDLE);
     }
     // SAFETY: the handle's tables, within its `rope_size()` readable bytes (just checked),
     // written by `rope_init`/`rope_new`, not written during the borrow (the contract).
-    let (f64s, f32s) = unsafe {
+    let (f64s, f32s): (&'a [f64], &'a [f32]) = unsafe {
         let (a, b) = tables(p, n64);
         (core::slice::from_raw_parts(a, n64), core::slice::from_raw_parts(b, n32))
     };
-    state.rope(f64s, f32s).ok_or(ROPE_INVALID_HANDLE)
+    match &state.rope(f64s, f32s) {
+        Some(r) => f(r),
+        None => Err(ROPE_INVALID_HANDLE),
+    }
+}
+
+/// The bytes of the handle at `p`, for [`disjoint`]: no buffer a call writes may overlap
+/// them (`ROPE_OVERLAPPING_BUFFERS`), or the call would corrupt the handle it reads.
+///
+/// # Safety
+/// `p` passed [`rope_ref`] (a live handle, readable).
+pub(crate) unsafe fn storage(p: *const rope_t) -> (usize, usize) {
+    // SAFETY: a live handle (the contract): its header is readable.
+    let (n64, n32) = unsafe { (*p).h.state.lens() };
+    // A live handle lies inside the address space: `rope_init` wrote it there.
+    (p as usize, (p as usize).saturating_add(storage_bytes(n64, n32)))
 }
 
 /// The size in bytes of the storage `rope_init` needs for the largest configuration (at
@@ -142,7 +185,7 @@ unsafe fn init_at(
     let state = rust(RopeState::init(params, inv_freq, f64s, f32s))?;
     // SAFETY: `p` is aligned and writable for the header (the contract); the old contents
     // need no drop.
-    unsafe { p.write(rope_t { magic, state }) };
+    unsafe { p.write(rope_t::new(magic, state)) };
     Ok(())
 }
 
@@ -233,7 +276,9 @@ fn heap_layout(bytes: usize) -> R<std::alloc::Layout> {
 
 #[cfg(feature = "std")]
 fn alloc(bytes: usize) -> R<*mut rope_t> {
-    if FAIL_NEXT_ALLOC.swap(false, Ordering::Relaxed) {
+    // The test hook `ROPE_TEST_FAULT_ALLOC` (test builds only, src/testing.rs).
+    #[cfg(any(test, rope_capi_testing))]
+    if crate::testing::take_alloc_fault() {
         return Err(ROPE_OUT_OF_MEMORY);
     }
     let layout = heap_layout(bytes)?;
@@ -247,7 +292,6 @@ fn alloc(bytes: usize) -> R<*mut rope_t> {
 
 #[cfg(not(feature = "std"))]
 fn alloc(_: usize) -> R<*mut rope_t> {
-    FAIL_NEXT_ALLOC.store(false, Ordering::Relaxed);
     Err(ROPE_OUT_OF_MEMORY)
 }
 
@@ -267,12 +311,16 @@ pub unsafe extern "C" fn rope_free(rope: *mut rope_t) -> rope_status {
         }
         let p = required(rope)?.as_ptr();
         // SAFETY: aligned and readable (the contract); a `u32` accepts any bits.
-        if unsafe { addr_of!((*p).magic).read() } != MAGIC_HEAP {
+        if unsafe { addr_of!((*p).h.magic).read() } != MAGIC_HEAP {
             return Err(ROPE_INVALID_HANDLE);
         }
-        // SAFETY: a heap handle: writable; clearing the magic makes a stale pointer used
-        // before the memory is reused fail with ROPE_INVALID_HANDLE.
-        unsafe { addr_of_mut!((*p).magic).write(0) };
+        // Clearing the magic makes a stale pointer fail with ROPE_INVALID_HANDLE (a second
+        // `rope_free` included) until the memory is reused. A plain store just before
+        // `dealloc` is dead to the optimizer, which removes it in release builds (issue
+        // 16): the store is volatile, and the fence keeps `dealloc` after it.
+        // SAFETY: a heap handle: aligned and writable.
+        unsafe { core::ptr::write_volatile(addr_of_mut!((*p).h.magic), 0) };
+        compiler_fence(Ordering::SeqCst);
         // SAFETY: a heap handle, released once (the contract).
         unsafe { dealloc(p) };
         Ok(())
@@ -286,7 +334,7 @@ pub unsafe extern "C" fn rope_free(rope: *mut rope_t) -> rope_status {
 #[cfg(feature = "std")]
 unsafe fn dealloc(p: *mut rope_t) {
     // SAFETY: a heap handle (the contract): its header is readable.
-    let (n64, n32) = unsafe { (*p).state.lens() };
+    let (n64, n32) = unsafe { (*p).h.state.lens() };
     // SAFETY: `p` came from `alloc` with the size of these tables (the contract).
     unsafe { dealloc_bytes(p, storage_bytes(n64, n32)) }
 }
@@ -318,7 +366,8 @@ unsafe fn dealloc_bytes(_: *mut rope_t, _: usize) {}
 
 /// `*pairs = rotary_dim / 2`, the width of a cos/sin table row and of `inv_freq`.
 ///
-/// Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`.
+/// Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
+/// `ROPE_OVERLAPPING_BUFFERS` (`pairs` inside the handle's storage).
 ///
 /// # Safety
 /// `rope` as for every handle function (NULL, or `rope_size()` readable bytes holding a
@@ -329,7 +378,9 @@ pub unsafe extern "C" fn rope_pairs(rope: *const rope_t, pairs: *mut usize) -> r
         // SAFETY: the caller's contract.
         let r = unsafe { rope_ref(rope) }?;
         let out = required(pairs)?;
-        // SAFETY: non-NULL, aligned, writable (the contract).
+        // SAFETY: `rope` passed `rope_ref`.
+        disjoint(&[Buf::new(pairs.cast_const(), 1)?.bytes()], &[unsafe { storage(rope) }])?;
+        // SAFETY: non-NULL, aligned, writable (the contract), outside the handle (checked).
         unsafe { out.as_ptr().write(r.pairs()) };
         Ok(())
     })
@@ -344,8 +395,9 @@ pub unsafe extern "C" fn rope_pairs(rope: *const rope_t, pairs: *mut usize) -> r
 ///
 /// Errors: `ROPE_NULL_POINTER` (`rope`, `inv_freq`), `ROPE_MISALIGNED_POINTER`,
 /// `ROPE_INVALID_HANDLE`, `ROPE_BUFFER_TOO_SMALL` (`inv_freq_len < rotary_dim / 2`),
-/// `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK whose frequencies at `seq_len` are not
-/// finite).
+/// `ROPE_OVERLAPPING_BUFFERS` (`inv_freq` or `attention_factor` overlaps the handle's
+/// storage; they may overlap each other), `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK
+/// whose frequencies at `seq_len` are not finite).
 ///
 /// # Safety
 /// `rope` a handle; `inv_freq` NULL or writable for `inv_freq_len` doubles;
@@ -367,9 +419,15 @@ pub unsafe extern "C" fn rope_frequencies(
             return Err(ROPE_BUFFER_TOO_SMALL);
         }
         let af = if attention_factor.is_null() { None } else { Some(required(attention_factor)?) };
+        // `attention_factor` may point into `inv_freq`, but neither into the handle.
+        let af_bytes = Buf::new(attention_factor.cast_const(), usize::from(af.is_some()))?.bytes();
+        // SAFETY: `rope` passed `rope_ref`.
+        let handle = unsafe { storage(rope) };
+        disjoint(&[out.bytes()], &[handle])?;
+        disjoint(&[af_bytes], &[handle])?;
         // `attention_factor` may even point into `inv_freq`: the slice of the first `pairs`
         // doubles ends before the attention factor is written (raw). The handle's tables are
-        // the library's, outside it.
+        // the library's, and `inv_freq` lies outside them (checked).
         // SAFETY: `inv_freq` is writable for `inv_freq_len >= pairs` doubles (checked, the
         // contract).
         let out = unsafe { core::slice::from_raw_parts_mut(inv_freq, pairs) };
@@ -391,7 +449,8 @@ pub unsafe extern "C" fn rope_frequencies(
 /// frequencies of a call of length `start + rows`.
 ///
 /// Errors: `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
-/// `ROPE_INVALID_ARGUMENT` (byte size), `ROPE_OVERLAPPING_BUFFERS` (`cos`, `sin`),
+/// `ROPE_INVALID_ARGUMENT` (byte size), `ROPE_OVERLAPPING_BUFFERS` (`cos`, `sin`, the
+/// handle's storage: none may overlap another),
 /// `ROPE_TABLE_SHAPE` (`len` not a multiple of `rotary_dim / 2`),
 /// `ROPE_POSITION_OVERFLOW`, `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK).
 ///
@@ -410,8 +469,10 @@ pub unsafe extern "C" fn rope_fill_table(
         let r = unsafe { rope_ref(rope) }?;
         let c = Buf::new(cos.cast_const(), len)?;
         let s = Buf::new(sin.cast_const(), len)?;
-        disjoint(&[c.bytes(), s.bytes()], &[])?;
-        // SAFETY: checked by `Buf::new`, disjoint (checked), writable (the contract).
+        // SAFETY: `rope` passed `rope_ref`.
+        disjoint(&[c.bytes(), s.bytes()], &[unsafe { storage(rope) }])?;
+        // SAFETY: checked by `Buf::new`, disjoint from each other and from the handle
+        // (checked), writable (the contract).
         let (c, s) = unsafe { (c.slice_mut(), s.slice_mut()) };
         rust(r.fill_table(start, c, s))
     })

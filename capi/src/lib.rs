@@ -36,6 +36,8 @@ mod handle;
 mod panic;
 mod status;
 mod storage;
+// The test hook `rope_test_fault`: in test builds only (see src/testing.rs).
+#[cfg(any(test, rope_capi_testing))]
 mod testing;
 mod tier;
 
@@ -48,6 +50,7 @@ pub use encodings::*;
 pub use handle::*;
 pub use status::*;
 pub use storage::*;
+#[cfg(any(test, rope_capi_testing))]
 pub use testing::*;
 pub use tier::*;
 

@@ -490,6 +490,137 @@ fn handles_in_storage_and_on_the_heap() {
     }
 }
 
+/// Issue 16: a buffer that overlaps the handle's own storage (a `rope_init` handle lives
+/// in caller memory) is refused with `ROPE_OVERLAPPING_BUFFERS` by every call that takes
+/// a handle and writes a buffer, and nothing is written; a buffer just outside is fine.
+#[test]
+fn buffers_overlapping_the_handle_are_refused() {
+    const HD: usize = 64;
+    const PAIRS: usize = HD / 2;
+    let mut cfg = core::mem::MaybeUninit::<rope_config>::uninit();
+    // SAFETY: writable storage of a whole `rope_config`.
+    let s = unsafe { rope_config_init(cfg.as_mut_ptr(), size_of::<rope_config>(), HD, 10_000.0) };
+    assert_eq!(s, ROPE_OK);
+    // SAFETY: `rope_config_init` returned ROPE_OK, so it wrote every field.
+    let cfg = unsafe { cfg.assume_init() };
+    // The handle at byte `h0` of `mem`, with room on both sides for buffers that straddle
+    // its first or last byte.
+    assert!(rope_align() <= 8);
+    // The handle's bytes: storage sized to the configuration (issue 13).
+    let mut size = 0;
+    // SAFETY: a valid `rope_config` and a writable size.
+    assert_eq!(unsafe { rope_storage_size(&cfg, &mut size) }, ROPE_OK);
+    assert!(size <= rope_size());
+    let pad = 64;
+    let mut mem = vec![0u64; pad + size.div_ceil(8) + pad];
+    let base = mem.as_mut_ptr().cast::<u8>();
+    let h0 = pad * 8;
+    let mut h = null_mut();
+    // SAFETY: `size` writable bytes, aligned to 8, at byte `h0` of `mem`.
+    assert_eq!(unsafe { rope_init(base.wrapping_add(h0).cast(), size, &cfg, &mut h) }, ROPE_OK);
+    let (mut q, mut k, mut f) = (vec![1.0f32; HD], vec![2.0f32; HD], vec![0.0f64; PAIRS]);
+    // What the handle computes (its bytes include padding, which Rust may not read).
+    let fingerprint = |h: *mut rope_t| {
+        let (mut inv, mut af, mut c, mut s) = (vec![0f64; PAIRS], 0f64, vec![0f32; PAIRS], vec![0f32; PAIRS]);
+        // SAFETY: a live handle; buffers of the stated lengths, outside the handle.
+        let st = unsafe {
+            (
+                rope_frequencies(h, 0, inv.as_mut_ptr(), PAIRS, &mut af),
+                rope_fill_table(h, 7, c.as_mut_ptr(), s.as_mut_ptr(), PAIRS),
+            )
+        };
+        assert_eq!(st, (ROPE_OK, ROPE_OK), "the handle is no longer valid");
+        (inv, af, c, s)
+    };
+    let want = fingerprint(h);
+    // The words around the handle (initialized, unlike the handle's padding).
+    let around = |m: &[u64]| [&m[..pad], &m[m.len() - pad..]].concat();
+    // Each call writes one buffer of `bytes` bytes at `p`, its other buffers (`o`: f32 q
+    // and k of `HD`, f64 of `PAIRS`) elsewhere.
+    type Call = unsafe fn(*mut rope_t, *mut u8, [*mut u8; 3]) -> rope_status;
+    let calls: [(&str, usize, Call); 10] = [
+        // SAFETY: `h` a live handle, `p` and `o` buffers of the sizes used here (the caller).
+        ("rope_pairs", 8, |h, p, _| unsafe { rope_pairs(h, p.cast()) }),
+        // SAFETY: `h` a live handle, `p` and `o` buffers of the sizes used here (the caller).
+        ("rope_frequencies inv_freq", 8 * PAIRS, |h, p, _| unsafe {
+            rope_frequencies(h, 0, p.cast(), PAIRS, null_mut())
+        }),
+        // SAFETY: `h` a live handle, `p` and `o` buffers of the sizes used here (the caller).
+        ("rope_frequencies attention_factor", 8, |h, p, o| unsafe {
+            rope_frequencies(h, 0, o[2].cast(), PAIRS, p.cast())
+        }),
+        // SAFETY: `h` a live handle, `p` and `o` buffers of the sizes used here (the caller).
+        ("rope_fill_table cos", 4 * PAIRS, |h, p, o| unsafe {
+            rope_fill_table(h, 0, p.cast(), o[1].cast(), PAIRS)
+        }),
+        // SAFETY: `h` a live handle, `p` and `o` buffers of the sizes used here (the caller).
+        ("rope_fill_table sin", 4 * PAIRS, |h, p, o| unsafe {
+            rope_fill_table(h, 0, o[0].cast(), p.cast(), PAIRS)
+        }),
+        // SAFETY: `h` a live handle, `p` and `o` buffers of the sizes used here (the caller).
+        ("rope_apply_f32 q", 4 * HD, |h, p, _| unsafe {
+            rope_apply_f32(h, &raw_tensor(p, HD), null(), null())
+        }),
+        // SAFETY: `h` a live handle, `p` and `o` buffers of the sizes used here (the caller).
+        ("rope_apply_f32 k", 4 * HD, |h, p, o| unsafe {
+            rope_apply_f32(h, &raw_tensor(o[0], HD), &raw_tensor(p, HD), null())
+        }),
+        // SAFETY: `h` a live handle, `p` and `o` buffers of the sizes used here (the caller).
+        ("rope_apply_bf16 q", 2 * HD, |h, p, _| unsafe {
+            rope_apply_bf16(h, &raw_tensor(p, HD), null(), null())
+        }),
+        // SAFETY: `h` a live handle, `p` and `o` buffers of the sizes used here (the caller).
+        ("rope_apply_into_f32 q_out", 4 * HD, |h, p, o| unsafe {
+            rope_apply_into_f32(h, &raw_tensor(o[0], HD), &raw_tensor(p, HD), null(), null(), null())
+        }),
+        // SAFETY: `h` a live handle, `p` and `o` buffers of the sizes used here (the caller).
+        ("rope_apply_into_f16 k_out", 2 * HD, |h, p, o| unsafe {
+            let (i, io) = (raw_tensor(o[0], HD), raw_tensor(o[1], HD));
+            rope_apply_into_f16(h, &i, &io, &i, &raw_tensor(p, HD), null())
+        }),
+    ];
+    for (name, bytes, call) in calls {
+        // (first byte, overlaps the handle): just before, over its first 8 bytes, inside,
+        // over its last 8 bytes, just after.
+        let starts = [
+            (h0 - bytes, false),
+            (h0 + 8 - bytes, true),
+            (h0 + size / 16 * 8, true),
+            (h0 + size - 8, true),
+            (h0 + size, false),
+        ];
+        // Under Miri (slow) one overlapping start and one outside are enough for the
+        // boundary's pointer code.
+        let starts = starts.into_iter().enumerate().filter(|(i, _)| !cfg!(miri) || *i == 1 || *i == 4);
+        for (_, (start, overlaps)) in starts {
+            let before = around(&mem);
+            let others = [q.as_mut_ptr().cast(), k.as_mut_ptr().cast(), f.as_mut_ptr().cast()];
+            // SAFETY: `bytes` writable bytes at `start` of `mem`, aligned for the buffer's
+            // type; the other buffers are live arrays; `h` a live handle.
+            let s = unsafe { call(h, base.wrapping_add(start), others) };
+            let status = if overlaps { ROPE_OVERLAPPING_BUFFERS } else { ROPE_OK };
+            assert_eq!(s, status, "{name} at byte {start} (handle at {h0}..{})", h0 + size);
+            assert!(fingerprint(h) == want, "{name} at byte {start}: the handle was written");
+            if overlaps {
+                assert!(around(&mem) == before, "{name} at byte {start}: a refused call wrote");
+            }
+        }
+    }
+    let mut pairs = 0;
+    // SAFETY: a live handle and out-pointer.
+    assert_eq!(unsafe { rope_pairs(h, &mut pairs) }, ROPE_OK);
+    assert_eq!(pairs, PAIRS);
+}
+
+/// A tensor of `n` elements in one head at `p`.
+fn raw_tensor(p: *mut u8, n: usize) -> rope_tensor {
+    rope_tensor {
+        data: p.cast(),
+        len: n,
+        view: rope_view { tokens: 1, heads: 1, token_stride: n, head_stride: n },
+    }
+}
+
 /// A value from a pool of troublesome ones.
 fn nasty_usize(rng: &mut Rng) -> usize {
     rng.pick(&[0, 1, 2, 3, 7, 64, 65, 127, 128, 1 << 20, usize::MAX / 8, usize::MAX / 2, usize::MAX])

@@ -1,14 +1,27 @@
-//! Builds `capi/tests/test_capi.c` with the system C compiler against the static and the
-//! shared library, with and without AddressSanitizer + UBSan, and runs each build on
-//! results written here with the Rust API (RoPE and the sibling encodings).
+//! Builds the C test programs with the system C compiler against the static and the
+//! shared library, and runs them:
+//! - `capi/tests/test_capi.c` against the test build `librope_kernels_testing` (capi/testing:
+//!   the library plus the test hook `rope_test_fault`) of this test's profile, with and
+//!   without AddressSanitizer + UBSan, on results written here with the Rust API (RoPE and
+//!   the sibling encodings);
+//! - `capi/tests/test_stale.c` against the shipped release library (`cargo build --release
+//!   -p rope-kernels-capi`), whose optimizer once removed `rope_free`'s clearing of the
+//!   handle (issue 16). Never under ASan: it uses freed handles on purpose.
 //!
 //! Cargo does not build a `staticlib`/`cdylib`-only library for integration tests, so the
-//! test runs `cargo build -p rope-kernels-capi` itself (same target dir, so usually only
-//! what changed is rebuilt) and links the files that build reports.
+//! test runs `cargo build` itself (same target dir, so usually only what changed is
+//! rebuilt) and links the files that build reports.
 //!
-//! Without a C compiler the test prints why and passes, unless `ROPE_CAPI_REQUIRE_CC=1`
+//! Without a C compiler the tests print why and pass, unless `ROPE_CAPI_REQUIRE_CC=1`
 //! (CI) makes that a failure; likewise `ROPE_CAPI_REQUIRE_SANITIZERS=1` for a compiler
 //! without the sanitizer runtimes. `CC` selects the compiler (default `cc`).
+//!
+//! Cross-testing (`.ci/stages/15-foreign-arch.sh`): set the target with
+//! `CARGO_BUILD_TARGET` rather than `--target`, so that the library build above inherits
+//! it, `CC` to the cross compiler, and `ROPE_CAPI_RUNNER` to the command that runs a
+//! foreign program (e.g. `qemu-s390x -L /usr/s390x-linux-gnu`; words split at spaces).
+//! AddressSanitizer cannot reserve its shadow memory under qemu-user, so there
+//! `ROPE_CAPI_NO_SANITIZERS=1` skips the sanitized builds (and says so).
 
 use std::env;
 use std::fs;
@@ -257,29 +270,92 @@ fn write_expected(path: &Path) {
     fs::write(path, out).expect("write expected data");
 }
 
-/// Builds the C libraries of this package with the profile of this test and returns the
-/// paths of `librope_kernels.a` and `librope_kernels.so` that cargo reports.
-fn build_libraries() -> (PathBuf, PathBuf) {
-    // target/<profile>/deps/<this test>
+/// The cargo profile this test was built with (target/<profile>/deps/<this test>).
+fn test_profile() -> String {
     let exe = env::current_exe().expect("test executable path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
     let profile = profile_dir.file_name().and_then(|p| p.to_str()).expect("profile name");
-    let profile = if profile == "debug" { "dev" } else { profile };
+    if profile == "debug" {
+        "dev".into()
+    } else {
+        profile.into()
+    }
+}
+
+/// Builds the C libraries `lib<name>.a` and `lib<name>.so` of `package` with `profile` and
+/// returns the paths that cargo reports.
+fn build_libraries(package: &str, name: &str, profile: &str) -> (PathBuf, PathBuf) {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["build", "-p", "rope-kernels-capi", "--message-format=json", "--profile", profile])
+        .args(["build", "-p", package, "--message-format=json", "--profile", profile])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo build");
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "cargo build -p rope-kernels-capi failed");
+    assert!(out.status.success(), "cargo build -p {package} --profile {profile} failed");
     // Each compiler-artifact line lists its files as JSON strings; paths need no escapes.
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let file = |suffix: &str| {
-        let found = stdout.split('"').rfind(|s| s.ends_with(suffix));
+    let file = |suffix: String| {
+        let found = stdout.split('"').rfind(|s| s.ends_with(&suffix));
         PathBuf::from(found.unwrap_or_else(|| panic!("cargo reported no {suffix}")))
     };
-    (file("/librope_kernels.a"), file("/librope_kernels.so"))
+    (file(format!("/lib{name}.a")), file(format!("/lib{name}.so")))
+}
+
+/// The C compiler, or `None` (test skipped) when there is none and CI does not require it.
+fn c_compiler() -> Option<String> {
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
+    if Command::new(&cc).arg("--version").output().is_err() {
+        assert!(!flag("ROPE_CAPI_REQUIRE_CC"), "no C compiler `{cc}` and ROPE_CAPI_REQUIRE_CC=1");
+        println!("skipping the C program: no C compiler `{cc}` (set CC)");
+        return None;
+    }
+    Some(cc)
+}
+
+/// A compile command of `source` into `exe` against the static or the shared library.
+fn compile(
+    cc: &str,
+    source: &Path,
+    exe: &Path,
+    (static_lib, shared_lib): (&Path, &Path),
+    shared: bool,
+) -> Command {
+    let include = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../include");
+    let mut c = Command::new(cc);
+    c.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"]);
+    c.arg("-I").arg(&include).arg(source).arg("-o").arg(exe);
+    if shared {
+        // A copy of the library beside the program, also under the name its SONAME
+        // records (`librope_kernels.so.0`; the test build has none), which the loader
+        // looks for: what scripts/install-capi.sh installs as a link.
+        let stem = shared_lib.file_stem().and_then(|s| s.to_str()).expect("library name");
+        let lib_dir = exe.with_extension("lib");
+        fs::create_dir_all(&lib_dir).unwrap();
+        for file in [format!("{stem}.so"), format!("{stem}.so.0")] {
+            fs::copy(shared_lib, lib_dir.join(file)).expect("copy the shared library");
+        }
+        c.arg("-L").arg(&lib_dir).arg(format!("-l{}", stem.trim_start_matches("lib")));
+        c.arg(format!("-Wl,-rpath,{}", lib_dir.display())).arg("-lm");
+    } else {
+        c.arg(static_lib).args(NATIVE_LIBS);
+    }
+    c
+}
+
+/// A command that runs the built program `exe`: directly, or through `ROPE_CAPI_RUNNER`
+/// (e.g. qemu-user for a foreign target; words split at spaces).
+fn program(exe: &Path) -> Command {
+    let runner = env::var("ROPE_CAPI_RUNNER").unwrap_or_default();
+    let mut runner = runner.split_whitespace();
+    match runner.next() {
+        Some(runner_program) => {
+            let mut r = Command::new(runner_program);
+            r.args(runner).arg(exe);
+            r
+        }
+        None => Command::new(exe),
+    }
 }
 
 fn run(cmd: &mut Command, what: &str) -> std::process::Output {
@@ -291,17 +367,10 @@ fn run(cmd: &mut Command, what: &str) -> std::process::Output {
 
 #[test]
 fn c_program_static_and_shared() {
-    let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
-    if Command::new(&cc).arg("--version").output().is_err() {
-        assert!(!flag("ROPE_CAPI_REQUIRE_CC"), "no C compiler `{cc}` and ROPE_CAPI_REQUIRE_CC=1");
-        println!("skipping the C program: no C compiler `{cc}` (set CC)");
-        return;
-    }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let source = manifest.join("tests/test_capi.c");
-    let include = manifest.join("../include");
-    let (static_lib, shared_lib) = build_libraries();
-    let lib_dir = shared_lib.parent().expect("library directory").to_path_buf();
+    let Some(cc) = c_compiler() else { return };
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/test_capi.c");
+    let (static_lib, shared_lib) =
+        build_libraries("rope-kernels-capi-testing", "rope_kernels_testing", &test_profile());
 
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi");
     fs::create_dir_all(&work).unwrap();
@@ -310,6 +379,10 @@ fn c_program_static_and_shared() {
 
     let mut ran = 0;
     for sanitize in [false, true] {
+        if sanitize && flag("ROPE_CAPI_NO_SANITIZERS") {
+            println!("skipping the sanitized builds: ROPE_CAPI_NO_SANITIZERS=1");
+            continue;
+        }
         for shared in [false, true] {
             let name = format!(
                 "test_capi_{}{}",
@@ -317,17 +390,9 @@ fn c_program_static_and_shared() {
                 if sanitize { "_asan" } else { "" }
             );
             let exe = work.join(&name);
-            let mut c = Command::new(&cc);
-            c.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"]);
+            let mut c = compile(&cc, &source, &exe, (&static_lib, &shared_lib), shared);
             if sanitize {
                 c.args(SANITIZE);
-            }
-            c.arg("-I").arg(&include).arg(&source).arg("-o").arg(&exe);
-            if shared {
-                c.arg("-L").arg(&lib_dir).arg("-lrope_kernels");
-                c.arg(format!("-Wl,-rpath,{}", lib_dir.display())).arg("-lm");
-            } else {
-                c.arg(&static_lib).args(NATIVE_LIBS);
             }
             let built = run(&mut c, "C compiler");
             if !built.status.success() {
@@ -337,7 +402,7 @@ fn c_program_static_and_shared() {
                 }
                 panic!("{name}: compiling test_capi.c failed");
             }
-            let mut r = Command::new(&exe);
+            let mut r = program(&exe);
             r.arg(&expected)
                 .env("ASAN_OPTIONS", "halt_on_error=1:abort_on_error=1:detect_leaks=1")
                 .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
@@ -350,4 +415,27 @@ fn c_program_static_and_shared() {
         }
     }
     assert!(ran >= 2, "neither library was tested");
+}
+
+/// Issue 16: in the release library a double `rope_free` and calls on a freed handle
+/// return `ROPE_INVALID_HANDLE` (the optimizer had removed the store that clears the
+/// handle, so they freed twice and read freed memory). Not under ASan: test_stale.c uses
+/// freed memory on purpose, which ASan would (rightly) stop at.
+#[test]
+fn release_library_refuses_stale_handles() {
+    let Some(cc) = c_compiler() else { return };
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/test_stale.c");
+    let (static_lib, shared_lib) = build_libraries("rope-kernels-capi", "rope_kernels", "release");
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi");
+    fs::create_dir_all(&work).unwrap();
+    for shared in [false, true] {
+        let name = format!("test_stale_{}", if shared { "shared" } else { "static" });
+        let exe = work.join(&name);
+        let built = run(&mut compile(&cc, &source, &exe, (&static_lib, &shared_lib), shared), "C compiler");
+        assert!(built.status.success(), "{name}: compiling test_stale.c failed");
+        let out = run(&mut program(&exe), &name);
+        assert!(out.status.success(), "{name} failed: {}", out.status);
+        assert!(String::from_utf8_lossy(&out.stdout).contains("test_stale: all checks passed"));
+        println!("{name}: passed");
+    }
 }

@@ -1,6 +1,7 @@
 /*
- * C test of librope_kernels (static or shared), built and run by capi/tests/c_program.rs
- * and .ci/capi.sh, also under AddressSanitizer + UBSan.
+ * C test of librope_kernels (static or shared; the test build librope_kernels_testing,
+ * which adds rope_test_fault), built and run by capi/tests/c_program.rs (cargo test; CI:
+ * .ci/stages/30-capi.sh), also under AddressSanitizer + UBSan.
  *
  *   test_capi EXPECTED.bin
  *
@@ -16,8 +17,13 @@
  *     hostile input (NULL, misaligned, overflowing, unknown enums, NaN) never crashes;
  *  4. the sibling encodings (sinusoidal, learned, relative indices, ALiBi) give the Rust
  *     results bit for bit, agree with the published formulas evaluated here and with the
- *     reference values of issue 8, and produce their statuses (60..66) without writing.
+ *     reference values of issue 8, and produce their statuses (60..66) without writing;
+ *  5. no call writes a buffer that overlaps the handle's own storage (issue 16).
+ * Stale handles (after rope_free) are tested against the release library by test_stale.c.
  */
+/* Declares the test hook rope_test_fault, which only the test build of the library has:
+ * this program links librope_kernels_testing (capi/testing), not librope_kernels. */
+#define ROPE_CAPI_TESTING 1
 #include "rope_kernels.h"
 
 #include <math.h>
@@ -1267,6 +1273,73 @@ static void check_encoding_statuses(void) {
 
 /* Every status has a name and a message and was produced by some call (after sections 3
  * and 4); unknown values too. */
+/* ---- 5. buffers over the handle's own storage (issue 16) ---- */
+
+#define GUARD 512
+static alignas(ROPE_STORAGE_ALIGN) unsigned char arena[GUARD + ROPE_STORAGE_SIZE + GUARD];
+static alignas(ROPE_STORAGE_ALIGN) unsigned char arena_before[sizeof arena];
+
+/* A one-head tensor of `n` elements at `p`. */
+static rope_tensor at(void *p, size_t n) {
+    rope_tensor t = {p, n, {1, 1, n, n}};
+    return t;
+}
+
+/* A rope_init handle lives in caller memory: a call whose output (or, for rope_frequencies,
+ * attention_factor) overlaps it must return ROPE_OVERLAPPING_BUFFERS and write nothing;
+ * one just outside it works and leaves the handle intact. */
+static void check_handle_overlap(void) {
+    rope_config cfg;
+    llama3_config(&cfg);
+    rope_t *h = NULL;
+    EXPECT(ROPE_OK, rope_init(arena + GUARD, ROPE_STORAGE_SIZE, &cfg, &h));
+    if (!h) return;
+    /* The handle's bytes: storage sized to the configuration (issue 13). */
+    size_t size = 0;
+    EXPECT(ROPE_OK, rope_storage_size(&cfg, &size));
+    static float in_q[HD], in_k[HD], cos_t[PAIRS], sin_t[PAIRS];
+    static double freqs[PAIRS];
+    for (int i = 0; i < HD; i++) in_q[i] = in_k[i] = (float)i / HD;
+    /* Every buffer below is at most 4 * HD bytes, aligned to 8. */
+    enum { N_CALLS = 11 };
+    const size_t bytes[N_CALLS] = {sizeof(size_t), 8 * PAIRS, 8, 4 * PAIRS, 4 * PAIRS, 4 * HD,
+                                   4 * HD,         2 * HD,    4 * HD, 2 * HD,    2 * HD};
+    for (int c = 0; c < N_CALLS; c++) {
+        /* Offsets from the handle: just before, over its first 8 bytes, inside, over its
+         * last 8 bytes, just after; the middle three overlap it. */
+        const ptrdiff_t starts[5] = {-(ptrdiff_t)bytes[c], 8 - (ptrdiff_t)bytes[c], (ptrdiff_t)(size / 16 * 8),
+                                     (ptrdiff_t)size - 8, (ptrdiff_t)size};
+        for (int i = 0; i < 5; i++) {
+            void *p = arena + GUARD + starts[i];
+            rope_tensor tq = at(in_q, HD), tk = at(in_k, HD), tp = at(p, HD);
+            memcpy(arena_before, arena, sizeof arena);
+            rope_status s;
+            switch (c) {
+            case 0: s = rope_pairs(h, (size_t *)p); break;
+            case 1: s = rope_frequencies(h, 0, (double *)p, PAIRS, NULL); break;
+            case 2: s = rope_frequencies(h, 0, freqs, PAIRS, (double *)p); break;
+            case 3: s = rope_fill_table(h, 0, (float *)p, sin_t, PAIRS); break;
+            case 4: s = rope_fill_table(h, 0, cos_t, (float *)p, PAIRS); break;
+            case 5: s = rope_apply_f32(h, &tp, NULL, NULL); break;
+            case 6: s = rope_apply_f32(h, &tq, &tp, NULL); break;
+            case 7: s = rope_apply_f16(h, &tp, NULL, NULL); break;
+            case 8: s = rope_apply_into_f32(h, &tq, &tp, NULL, NULL, NULL); break;
+            case 9: s = rope_apply_into_bf16(h, &tq, &tp, NULL, NULL, NULL); break;
+            default: s = rope_apply_into_f16(h, &tq, &tk, &tq, &tp, NULL); break;
+            }
+            const int overlaps = i >= 1 && i <= 3;
+            CHECK(s == (overlaps ? ROPE_OVERLAPPING_BUFFERS : ROPE_OK),
+                  "call %d with its buffer at handle%+td: got %s", c, starts[i], rope_status_name(s));
+            CHECK(same(arena + GUARD, arena_before + GUARD, size), "call %d at handle%+td wrote the handle", c,
+                  starts[i]);
+            if (overlaps) CHECK(same(arena, arena_before, sizeof arena), "a refused call %d wrote", c);
+        }
+    }
+    size_t pairs = 0;
+    EXPECT(ROPE_OK, rope_pairs(h, &pairs));
+    CHECK(pairs == PAIRS, "the handle changed: pairs %zu", pairs);
+}
+
 static void check_every_status_seen(void) {
     static const rope_status all[] = {
         ROPE_OK, ROPE_ZERO_HEAD_DIM, ROPE_INVALID_ROTARY_DIM, ROPE_ROTARY_DIM_EXCEEDS_HEAD_DIM,
@@ -1324,6 +1397,7 @@ int main(int argc, char **argv) {
     check_statuses(rope);
     check_encodings();
     check_encoding_statuses();
+    check_handle_overlap();
     check_every_status_seen();
 
     if (failures) {

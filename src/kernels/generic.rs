@@ -120,8 +120,10 @@ pub(crate) trait Simd: Copy {
     /// `p .. p + LANES` is valid for writes.
     unsafe fn store_bf16(self, p: *mut bf16, v: Self::V);
     /// Loads `LANES` interleaved bf16 pairs (`2 * LANES` elements) and widens them to
-    /// `(x0, x1)`. A pair is one little-endian 32-bit word `x1 << 16 | x0`, so
-    /// `x0 = word << 16` and `x1 = word & 0xFFFF_0000`: no shuffle.
+    /// `(x0, x1)`. A pair is the 32-bit word `x1 << 16 | x0`, so `x0 = word << 16` and
+    /// `x1 = word & 0xFFFF_0000`: no shuffle. The x86-64 and NEON tiers (little-endian
+    /// only) load that word as one `u32`; the portable tier, which also runs on big-endian
+    /// targets, builds it from the two elements.
     ///
     /// # Safety
     /// `p .. p + 2 * LANES` is valid for reads.
@@ -812,10 +814,10 @@ unsafe fn words_step<S: Simd, const INVERSE: bool>(
 }
 
 /// Pairs per block of [`interleaved`]: its expanded rows hold `2 * ROW_PAIRS` entries.
-/// 64 pairs (head_dim 128) in one block on 64-bit targets, larger heads take several; 8 on
-/// smaller targets (microcontrollers: 896 bytes less stack per call, issue 13). Pairs are
+/// 64 pairs (head_dim 128) in one block on 64-bit targets, larger heads take several; 4 on
+/// smaller targets (microcontrollers: 960 bytes less stack per call, issue 13). Pairs are
 /// independent, so the block size does not change any result.
-const ROW_PAIRS: usize = if cfg!(target_pointer_width = "64") { 64 } else { 8 };
+const ROW_PAIRS: usize = if cfg!(target_pointer_width = "64") { 64 } else { 4 };
 
 /// The bf16 `HalfSplit` split rows ([`half_split_words`]) hold `blocks / 2 <= MAX_PAIRS / 2`
 /// entries each.

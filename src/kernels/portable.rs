@@ -174,3 +174,29 @@ fn round_bf16(v: f32x4) -> u32x4 {
     let lsb: u32x4 = (bits >> 16) & u32x4::splat(1);
     bits + u32x4::splat(0x7FFF) + lsb
 }
+
+#[cfg(test)]
+mod tests {
+    use half::bf16;
+
+    use super::{Portable, Simd};
+
+    /// The bf16 pair path does not depend on the byte order: element `2i` is lane `i` of
+    /// `x0` and element `2i + 1` lane `i` of `x1` on little- and big-endian targets alike
+    /// (a plain `u32` load of the pair would swap them on big-endian; `tests/cross_arch.rs`
+    /// checks the whole rotation's bits against x86-64).
+    #[test]
+    fn bf16_pairs_keep_element_order_on_any_byte_order() {
+        let x: [bf16; 8] = core::array::from_fn(|i| bf16::from_f32(i as f32 + 1.0));
+        // SAFETY: `x` holds 8 readable bf16.
+        let (x0, x1) = unsafe { Portable.load_bf16_pairs(x.as_ptr()) };
+        assert_eq!(x0.to_array(), [1.0, 3.0, 5.0, 7.0]);
+        assert_eq!(x1.to_array(), [2.0, 4.0, 6.0, 8.0]);
+        let mut y = [bf16::ZERO; 8];
+        // SAFETY: `y` holds 8 writable bf16.
+        unsafe { Portable.store_bf16_pairs(y.as_mut_ptr(), x0, x1) };
+        assert_eq!(y, x);
+        let endian = if cfg!(target_endian = "little") { "little" } else { "big" };
+        std::println!("portable bf16 pairs: element order kept ({endian}-endian)");
+    }
+}

@@ -1,7 +1,7 @@
 //! The seed corpora of the fuzz targets, built from the real configs in
 //! `tests/data/configs` and the shapes of the test suite and benchmarks (the `capi` seeds:
 //! [`capi::seeds`]). The committed files
-//! under `fuzz/corpus/<target>/` are exactly [`seeds`]; `fuzz-logic/tests/fuzz_logic.rs` checks that
+//! under `fuzz/corpus/<target>/` are exactly [`seeds`]; `workspace-tests/tests/fuzz_logic.rs` checks that
 //! and rewrites them when run with `UPDATE_FUZZ_CORPUS=1`.
 
 use rope_kernels::hf_config::ModelConfig;

@@ -1,7 +1,7 @@
 //! The logic of the fuzz targets in `fuzz/`, shared with the normal test suite.
 //!
 //! Each fuzz target is a thin `fuzz_target!` wrapper that `#[path]`-includes this module and
-//! calls one `check` function; `fuzz-logic/tests/fuzz_logic.rs` includes the same module and runs every
+//! calls one `check` function; `workspace-tests/tests/fuzz_logic.rs` includes the same module and runs every
 //! check on the committed seed corpora and on fixed-seed random inputs, so the targets are
 //! compiled and exercised by `cargo test` and cannot rot. No dependency beyond the crate and
 //! `serde_json`: inputs are decoded by a small hand-written reader ([`input::Input`]) whose

@@ -5,7 +5,7 @@
 //!   a prefill out of place in f16 from a cos/sin table with position ids, and an inverse
 //!   bf16 call with HF angles, on caller storage or on the heap;
 //! - a seed per error path, so that every status of the header except `ROPE_PANIC` is
-//!   returned by some seed (`fuzz-logic/tests/fuzz_logic.rs` checks);
+//!   returned by some seed (`workspace-tests/tests/fuzz_logic.rs` checks);
 //! - the tier functions; every sibling encoding, valid and failing.
 
 use rope_kernels::hf_config::ModelConfig;

@@ -9,10 +9,10 @@
 //! - `capi`: every C entry point returns a status of the header; a failing call changes no
 //!   byte of any buffer, struct or canary; a successful one writes the Rust API's bits.
 //!
-//! `UPDATE_FUZZ_CORPUS=1 cargo test -p rope-kernels-fuzz-logic corpus` rewrites
+//! `UPDATE_FUZZ_CORPUS=1 cargo test -p rope-kernels-workspace-tests corpus` rewrites
 //! `fuzz/corpus/`.
 //!
-//! This test lives in a package of its own (`fuzz-logic/`, not published) because it needs
+//! This test lives in a package of its own (`workspace-tests/`, not published) because it needs
 //! the C ABI as a Rust library (`capi/rlib`) and the corpus under `fuzz/`, neither of which
 //! is part of the published `rope-kernels` crate, whose own tests must pass from its
 //! `.crate` alone. The checks stay in `tests/fuzzing/`, shared with the fuzz targets.
@@ -90,7 +90,7 @@ fn corpus_is_up_to_date() {
     }
     assert!(
         stale.is_empty(),
-        "seed files missing or stale (run `UPDATE_FUZZ_CORPUS=1 cargo test -p rope-kernels-fuzz-logic corpus`): {stale:#?}"
+        "seed files missing or stale (run `UPDATE_FUZZ_CORPUS=1 cargo test -p rope-kernels-workspace-tests corpus`): {stale:#?}"
     );
 }
 

@@ -1,0 +1,2 @@
+//! Empty: this package only has tests (`tests/`); see `Cargo.toml`.
+#![no_std]
