@@ -1,7 +1,9 @@
-//! The kernel tiers and the signature table they share.
+//! The kernel tiers and the signatures they share.
 //!
-//! Each tier module exposes one `pub(crate) static KERNELS: Kernels`. The scalar tier is
-//! the oracle: every other tier must produce bit-identical output for every input. To keep
+//! Each tier module exposes one `pub(crate) static KERNELS: Kernels` (its tier, proven
+//! available, and its cos/sin generator) and the same boundary functions (`rotate`,
+//! `scale`, `add_row`, `alibi_row`), which the per-operation tables below pick by tier and
+//! element type (`per_tier!`). The scalar tier is the oracle: every other tier must produce bit-identical output for every input. To keep
 //! that possible, every tier performs the same f32 operations in the same order and none
 //! fuses a multiply with an add:
 //!
