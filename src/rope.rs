@@ -625,7 +625,11 @@ impl<'r> RopeRef<'r> {
 
     /// The frequencies of a call of length `seq_len`: stored, or computed into `slot`.
     #[inline(always)]
-    fn freqs_at<'f, D: FreqSlot>(&'f self, seq_len: u64, slot: &'f mut D) -> Result<FreqRef<'f>, RopeError> {
+    fn freqs_at<'f, D: FreqSlot + ?Sized>(
+        &'f self,
+        seq_len: u64,
+        slot: &'f mut D,
+    ) -> Result<FreqRef<'f>, RopeError> {
         if self.per_call(seq_len) {
             slot.fill(self, seq_len)
         } else {
@@ -694,11 +698,24 @@ impl<'r> RopeRef<'r> {
         seq_len: u64,
     ) -> Result<(), RopeError> {
         let mut dynamic = CallFreqs::<N>::new();
-        self.run_with(tokens, tensors, opts, seq_len, &mut dynamic)
+        self.run_call(tokens, tensors, opts, seq_len, &mut dynamic)
+    }
+
+    /// The body of [`RopeRef::run_dynamic`], once for every slot size (less code: issue 13).
+    #[inline(never)]
+    fn run_call<T: Element>(
+        &self,
+        tokens: usize,
+        tensors: &Tensors<T>,
+        opts: &Apply<'_>,
+        seq_len: u64,
+        dynamic: &mut dyn FreqSlot,
+    ) -> Result<(), RopeError> {
+        self.run_with(tokens, tensors, opts, seq_len, dynamic)
     }
 
     #[inline(always)]
-    fn run_with<T: Element, D: FreqSlot>(
+    fn run_with<T: Element, D: FreqSlot + ?Sized>(
         &self,
         tokens: usize,
         tensors: &Tensors<T>,
