@@ -26,8 +26,6 @@ use crate::element::Element;
 use crate::error::RopeError;
 use crate::freq::Frequencies;
 
-#[cfg(feature = "__slow-kernel-for-gate-demo")]
-pub(super) mod gate_demo;
 #[cfg(feature = "rayon")]
 mod par;
 
