@@ -33,6 +33,8 @@
 #                     best this CPU has
 #   CANDIDATE_RUSTFLAGS  extra RUSTFLAGS for the candidate build only (scripts/gate-demo.sh
 #                     builds the test-only slowdowns this way)
+#   GATE_RUSTFLAGS    RUSTFLAGS of both builds (default: every function on a 64-byte
+#                     boundary, see scripts/gate-common.sh)
 #   GATE_HARNESS=candidate  the working tree's tools/gate is built against both trees;
 #                     `each`: each tree builds its own (if the harness's API use changed)
 #   GATE_TARGET_DIR=target/gate   cargo target dir of every build; samples land in it
@@ -69,7 +71,7 @@ mkdir -p "$bin"
 
 build() { # manifest, rustflags, package, binary, destination
     echo "$gate_name: building $4 from ${1%/tools/gate/Cargo.toml}${2:+ with RUSTFLAGS+=$2}" >&2
-    RUSTFLAGS="${RUSTFLAGS:-}${2:+ $2}" CARGO_TARGET_DIR=$target_dir \
+    RUSTFLAGS=$(gate_rustflags "$2") CARGO_TARGET_DIR=$target_dir \
         cargo build --quiet --release --manifest-path "$1" -p "$3" --bin "$4" ||
         gate_die "building $4 from $1 failed"
     cp "$target_dir/release/$4" "$5"
@@ -88,8 +90,18 @@ mapfile -t cases < <(comm -12 <("$A" list | sort) <("$B" list | sort) | grep -E 
 mapfile -t cases < <("$B" list | grep -Fx -f <(printf '%s\n' "${cases[@]}") || true)
 [[ ${#cases[@]} -gt 0 ]] || gate_die "no case matches CASES='$CASES' (gate-bench list names them)"
 
-echo "$gate_name: A = baseline $base_rev; B = working tree $(git describe --always --dirty 2> /dev/null || echo '?')${CANDIDATE_RUSTFLAGS:+ with RUSTFLAGS+=$CANDIDATE_RUSTFLAGS}"
+echo "$gate_name: A = baseline $base_rev; B = working tree $(git describe --always --dirty 2> /dev/null || echo '?')${CANDIDATE_RUSTFLAGS:+ with RUSTFLAGS+=$CANDIDATE_RUSTFLAGS}; both built with RUSTFLAGS='$(gate_rustflags)'"
 echo "$gate_name: machine: $(gate_machine); tier timed: $tier_b; ${#cases[@]} cases"
+# Informative only (a change may mean to change results): do A and B compute the same bits?
+differ=()
+for c in "${cases[@]}"; do
+    [[ $("$A" checksum "$c") == "$("$B" checksum "$c")" ]] || differ+=("$c")
+done
+if [[ ${#differ[@]} -eq 0 ]]; then
+    echo "$gate_name: outputs: A and B compute the same bits in every case"
+else
+    echo "$gate_name: outputs: A and B differ in ${#differ[@]} case(s): ${differ[*]} (not judged here)"
+fi
 
 declare -A iters
 for c in "${cases[@]}"; do

@@ -4,13 +4,28 @@
 # Sets: root, target_dir, base_rev, base_tree, harness_base, harness_cand.
 # Environment: GATE_TARGET_DIR (default target/gate: one cargo target dir for every build;
 # cargo keys artifacts by source path and RUSTFLAGS, so the variants do not rebuild one
-# another), GATE_HARNESS (candidate | each), CANDIDATE_RUSTFLAGS.
+# another), GATE_HARNESS (candidate | each), CANDIDATE_RUSTFLAGS, GATE_RUSTFLAGS.
+#
+# GATE_RUSTFLAGS (default `-C llvm-args=-align-all-functions=6`) goes to both builds: every
+# function starts on a 64-byte boundary, so a kernel whose code did not change keeps the
+# placement of its loops. Without it, two builds of the same source from two directories
+# (different symbol hashes, so a different function order) timed 3.5% apart on the
+# development machine (prefill/f16/half_split, AVX-512), every run: the gate would have
+# flagged code placement, not code. Set it empty to time the default layout.
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 target_dir=${GATE_TARGET_DIR:-$root/target/gate}
 GATE_HARNESS=${GATE_HARNESS:-candidate}
 CANDIDATE_RUSTFLAGS=${CANDIDATE_RUSTFLAGS:-}
+GATE_RUSTFLAGS=${GATE_RUSTFLAGS--C llvm-args=-align-all-functions=6}
+
+# RUSTFLAGS of a build: the caller's, GATE_RUSTFLAGS, then $1 (the candidate's extra ones).
+gate_rustflags() {
+    local f="${RUSTFLAGS:-} $GATE_RUSTFLAGS ${1:-}"
+    f=${f#"${f%%[![:space:]]*}"}
+    echo "${f%"${f##*[![:space:]]}"}"
+}
 
 gate_die() {
     echo "$gate_name: $*" >&2

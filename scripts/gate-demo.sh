@@ -6,7 +6,8 @@
 #       through each run: must pass every time;
 #   (b) both gates against the candidate built with `--cfg rope_gate_slowdown="5pct"`
 #       (5% more rows rotated), SLOW_RUNS times each, and with `="2x"` once each: must fail
-#       every time (the hog runs during the timing runs here too);
+#       every time (the hog runs during the timing runs here too), and compute the same
+#       output bits as the baseline in every case (the extra work goes to scratch);
 #   (c) the instruction-count gate, same versus same, twice: its counts must be identical
 #       from one run to the next (and pass).
 #
@@ -80,6 +81,10 @@ run_gate() {
         ok="UNEXPECTED (exit $rc, expected $want)"
         failures=$((failures + 1))
         tail -n 25 "$log/$label.txt" >&2
+    elif [[ $label == time-* ]] && ! grep -q 'outputs: A and B compute the same bits' "$log/$label.txt"; then
+        # The slowdowns only add work into scratch: the results must not change.
+        ok="UNEXPECTED (A and B computed different bits)"
+        failures=$((failures + 1))
     fi
     summary+=("$(printf '%-22s exit %s  %s  %s' "$label" "$rc" "$digest" "$ok")")
     echo "gate-demo: $label: exit $rc ($ok)" >&2

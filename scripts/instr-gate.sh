@@ -21,12 +21,13 @@
 # Environment (defaults):
 #   THRESHOLD=0.02    relative growth that fails (2%)
 #   EXACT=0           1: fail on any difference at all (the determinism check)
-#   CANDIDATE_RUSTFLAGS, GATE_HARNESS, GATE_TARGET_DIR   as for scripts/bench-gate.sh
+#   CANDIDATE_RUSTFLAGS, GATE_RUSTFLAGS, GATE_HARNESS, GATE_TARGET_DIR
+#                     as for scripts/bench-gate.sh
 #   GUNGRAUN_RUNNER   the runner binary, if not `gungraun-runner` on PATH
 #
 # Needs valgrind and gungraun-runner of the same version as the gungraun library
 # (tools/gate/Cargo.lock); `--install-tools` installs both if missing (apt-get, as root;
-# `cargo install --debug`, about 1.5 minutes).
+# `cargo install --debug`, about a minute).
 #
 # Exit status: 0 pass, 1 regression, 2 usage, tool, build or run failure.
 set -euo pipefail
@@ -63,7 +64,7 @@ fi
 if [[ $(runner_version) != "$version" ]]; then
     if [[ $install == 1 && -z ${GUNGRAUN_RUNNER:-} ]]; then
         echo "$gate_name: installing gungraun-runner $version (cargo install --debug)" >&2
-        cargo install --quiet --locked --debug --force gungraun-runner --version "$version" ||
+        CARGO_PROFILE_DEV_DEBUG=0 cargo install --quiet --locked --debug --force gungraun-runner --version "$version" ||
             gate_die "cargo install gungraun-runner $version failed"
     else
         gate_die "gungraun-runner $version needed (found: '$(runner_version)'): cargo install --locked gungraun-runner --version $version, or pass --install-tools"
@@ -84,7 +85,7 @@ cp "$target_dir/release/gate-stat" "$out/gate-stat"
 count() { # manifest, rustflags, name
     echo "$gate_name: counting $3 (${1%/tools/gate/Cargo.toml})${2:+ with RUSTFLAGS+=$2}" >&2
     rm -rf "$out/home-$3"
-    RUSTFLAGS="${RUSTFLAGS:-}${2:+ $2}" CARGO_TARGET_DIR=$target_dir GUNGRAUN_HOME=$out/home-$3 \
+    RUSTFLAGS=$(gate_rustflags "$2") CARGO_TARGET_DIR=$target_dir GUNGRAUN_HOME=$out/home-$3 \
         cargo bench --quiet --manifest-path "$1" -p rope-gate-bench --bench instr -- --output-format=json \
         > "$out/$3.json" 2> "$out/$3.log" || {
         tail -n 30 "$out/$3.log" >&2
@@ -94,7 +95,7 @@ count() { # manifest, rustflags, name
 count "$harness_base" "" A
 count "$harness_cand" "$CANDIDATE_RUSTFLAGS" B
 
-echo "$gate_name: A = baseline $base_rev; B = working tree $(git describe --always --dirty 2> /dev/null || echo '?')${CANDIDATE_RUSTFLAGS:+ with RUSTFLAGS+=$CANDIDATE_RUSTFLAGS}"
+echo "$gate_name: A = baseline $base_rev; B = working tree $(git describe --always --dirty 2> /dev/null || echo '?')${CANDIDATE_RUSTFLAGS:+ with RUSTFLAGS+=$CANDIDATE_RUSTFLAGS}; both built with RUSTFLAGS='$(gate_rustflags)'"
 echo "$gate_name: machine: $(gate_machine); $(valgrind --version), gungraun $version; tier counted: avx2 on x86-64 (Valgrind has no AVX-512)"
 stat_args=(--threshold "$THRESHOLD")
 [[ $EXACT == 1 ]] && stat_args+=(--exact)

@@ -19,9 +19,9 @@ if ! command -v valgrind > /dev/null; then
 fi
 version=$(awk '/^name = "gungraun"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' tools/gate/Cargo.lock)
 if [[ $(gungraun-runner --version 2> /dev/null | awk '{ print $2 }') != "$version" ]]; then
-    # A debug build: about half the time of a release one, and the runner only parses
-    # Callgrind's output.
-    cargo install --quiet --locked --debug --force gungraun-runner --version "$version"
+    # A debug build without debuginfo: about a third of the time of a release build (50
+    # against 170 s here), and the runner only parses Callgrind's output.
+    CARGO_PROFILE_DEV_DEBUG=0 cargo install --quiet --locked --debug --force gungraun-runner --version "$version"
 fi
 lap "tools installed (valgrind, gungraun-runner $version)"
 

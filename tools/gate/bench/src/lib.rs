@@ -116,6 +116,15 @@ pub trait Prepared {
     fn run(&mut self);
     /// The tier the call runs on.
     fn tier(&self) -> Tier;
+    /// A hash (FNV-1a) of the bits of the case's outputs as they are now.
+    fn checksum(&mut self) -> u64;
+}
+
+/// FNV-1a over `words`.
+fn fnv(words: impl Iterator<Item = u32>) -> u64 {
+    words.fold(0xcbf2_9ce4_8422_2325, |h, w| {
+        w.to_le_bytes().iter().fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+    })
 }
 
 impl Case {
@@ -168,6 +177,10 @@ impl Prepared for FillTable {
 
     fn tier(&self) -> Tier {
         self.rope.tier()
+    }
+
+    fn checksum(&mut self) -> u64 {
+        fnv(self.cos.iter().chain(&self.sin).map(|x| x.to_bits()))
     }
 }
 
@@ -238,5 +251,10 @@ impl<T: Element> Prepared for Call<T> {
 
     fn tier(&self) -> Tier {
         self.rope.tier()
+    }
+
+    fn checksum(&mut self) -> u64 {
+        let q: Vec<T> = self.q.slice().to_vec();
+        fnv(q.into_iter().chain(self.k.slice().iter().copied()).map(Element::to_bits_u32))
     }
 }

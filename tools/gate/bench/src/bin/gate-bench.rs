@@ -8,6 +8,8 @@
 //! gate-bench calibrate CASE TARGET_US      iterations for a batch of about TARGET_US µs
 //! gate-bench sample CASE ITERS BATCHES     one sample: ns per call, the fastest of BATCHES
 //!                                          batches of ITERS calls, after one warm-up batch
+//! gate-bench checksum CASE [CALLS]         a hash of the output bits after CALLS calls (3):
+//!                                          two builds that compute the same bits agree
 //! ```
 //!
 //! Time is the calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`; wall-clock time with
@@ -24,7 +26,8 @@ use std::time::Instant;
 
 use rope_gate_bench::{find, tier_from_env, Prepared, CASES};
 
-const USAGE: &str = "usage: gate-bench list | tier | calibrate CASE TARGET_US | sample CASE ITERS BATCHES";
+const USAGE: &str =
+    "usage: gate-bench list | tier | calibrate CASE TARGET_US | sample CASE ITERS BATCHES | checksum CASE [CALLS]";
 
 fn number(s: Option<&String>, what: &str) -> Result<u64, String> {
     let s = s.ok_or_else(|| format!("missing {what}\n{USAGE}"))?;
@@ -120,6 +123,14 @@ fn run(args: &[String]) -> Result<(), String> {
             let fastest =
                 (0..batches).map(|_| batch(p.as_mut(), iters, clock, origin)).fold(f64::INFINITY, f64::min);
             println!("{fastest:.3}");
+        }
+        Some("checksum") => {
+            let mut p = prepare(args.get(1))?;
+            let calls = if args.len() > 2 { number(args.get(2), "CALLS")? } else { 3 };
+            for _ in 0..calls {
+                p.run();
+            }
+            println!("{:016x}", p.checksum());
         }
         _ => return Err(USAGE.to_string()),
     }
