@@ -47,7 +47,11 @@ gate_baseline_tree() {
     if [[ ! -f $base_tree/.extracted ]]; then
         rm -rf "$base_tree"
         mkdir -p "$base_tree"
-        git archive "$sha" | tar -x -C "$base_tree" || gate_die "git archive $sha failed"
+        # The crate's own directory of that revision (it may be vendored inside a larger
+        # repository: the prefix is its path there).
+        local prefix
+        prefix=$(git rev-parse --show-prefix)
+        git -C "$(git rev-parse --show-toplevel)" archive "$sha:$prefix" | tar -x -C "$base_tree" || gate_die "git archive $sha:$prefix failed (is the crate at ${prefix:-the top} in that revision?)"
         touch "$base_tree/.extracted"
     fi
     if [[ $GATE_HARNESS == candidate ]]; then
