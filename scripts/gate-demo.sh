@@ -157,9 +157,44 @@ for side in A B; do
     run_gate "instr-repeat-$side" 0 none "$out/gate-stat" instr "$log/instr-same-1-$side.json" "$log/instr-same-2-$side.json" --exact
 done
 
+# Per case, over the runs of each kind: the range of the median B/A (time) or the change
+# (counts), and how many runs flagged it.
+per_case() {
+    awk '
+        function kind(f) { sub(/.*\//, "", f); sub(/-[0-9]+\.txt$|\.txt$/, "", f); return f }
+        FNR == 1 { k = kind(FILENAME); runs[k]++ }
+        k ~ /^time/ && /^[a-z_]+\/.* \[/ {
+            c = $1; r = $5; sub(/%/, "", r); r += 0
+            key = c SUBSEP k
+            if (!(key in n) || r < lo[key]) lo[key] = r
+            if (!(key in n) || r > hi[key]) hi[key] = r
+            n[key]++; if ($8 == "REGRESSION") f[key]++
+            if (!(c in seen)) { seen[c] = 1; order[++m] = c }
+        }
+        k ~ /^instr-(5pct|2x)/ && /^[a-z_0-9]+ +[0-9]+ +[0-9]+ / {
+            c = $1; gsub(/_/, "/", c); sub(/\/half\/split$/, "/half_split", c); sub(/^on\/the\/fly/, "on_the_fly", c); sub(/^fill\/table/, "fill_table", c)
+            key = c SUBSEP k; ir[key] = $4; cy[key] = $7; if ($NF == "REGRESSION") f[key]++
+        }
+        function t(c, k,   key) {
+            key = c SUBSEP k
+            if (!(key in n)) return "-"
+            return sprintf(lo[key] == hi[key] ? "%+.1f%%" : "%+.1f..%+.1f%%", lo[key], hi[key]) (k == "time-same" ? "" : sprintf(" (%d/%d)", f[key], runs[k]))
+        }
+        END {
+            printf "| case | time, same vs same (%d runs) | time, 5%% build (flagged) | time, 2x | instructions / est. cycles, 5%% build | 2x |\n", runs["time-same"]
+            print "|---|---|---|---|---|---|"
+            for (i = 1; i <= m; i++) {
+                c = order[i]
+                printf "| `%s` | %s | %s | %s | %s / %s | %s / %s |\n", c, t(c, "time-same"), t(c, "time-5pct"), t(c, "time-2x"), ir[c SUBSEP "instr-5pct"], cy[c SUBSEP "instr-5pct"], ir[c SUBSEP "instr-2x"], cy[c SUBSEP "instr-2x"]
+            }
+        }' "$log"/time-*.txt "$log"/instr-5pct-1.txt "$log"/instr-2x.txt
+}
+
 echo
 echo "gate-demo: summary ($(($(date +%s) - start)) s; outputs in $log)"
 printf '%s\n' "${summary[@]}"
+echo
+per_case
 if [[ $failures -gt 0 ]]; then
     echo "gate-demo: FAIL: $failures run(s) did not end as expected"
     exit 1
