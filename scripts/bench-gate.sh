@@ -72,9 +72,9 @@ mkdir -p "$bin"
 build() { # manifest, rustflags, package, binary, destination
     echo "$gate_name: building $4 from ${1%/tools/gate/Cargo.toml}${2:+ with RUSTFLAGS+=$2}" >&2
     RUSTFLAGS=$(gate_rustflags "$2") CARGO_TARGET_DIR=$target_dir \
-        cargo build --quiet --release --manifest-path "$1" -p "$3" --bin "$4" ||
+        cargo build --quiet --release --target "$gate_host" --manifest-path "$1" -p "$3" --bin "$4" ||
         gate_die "building $4 from $1 failed"
-    cp "$target_dir/release/$4" "$5"
+    cp "$target_dir/$gate_host/release/$4" "$5"
 }
 build "$harness_base" "" rope-gate-bench gate-bench "$bin/A"
 build "$harness_cand" "$CANDIDATE_RUSTFLAGS" rope-gate-bench gate-bench "$bin/B"

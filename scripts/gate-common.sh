@@ -19,6 +19,11 @@ target_dir=${GATE_TARGET_DIR:-$root/target/gate}
 GATE_HARNESS=${GATE_HARNESS:-candidate}
 CANDIDATE_RUSTFLAGS=${CANDIDATE_RUSTFLAGS:-}
 GATE_RUSTFLAGS=${GATE_RUSTFLAGS--C llvm-args=-align-all-functions=6}
+# Every build names the host as its target: RUSTFLAGS then reach only the code that runs,
+# not build scripts and proc-macros, which the variants (baseline, candidate, slowed
+# candidates) share instead of rebuilding them each.
+gate_host=$(rustc -vV | sed -n 's/^host: //p')
+[[ -n $gate_host ]] || gate_die "rustc -vV names no host"
 
 # RUSTFLAGS of a build: the caller's, GATE_RUSTFLAGS, then $1 (the candidate's extra ones).
 gate_rustflags() {

@@ -78,15 +78,16 @@ out=$target_dir/instr
 mkdir -p "$out"
 
 echo "$gate_name: building gate-stat" >&2
-CARGO_TARGET_DIR=$target_dir cargo build --quiet --release --manifest-path "$harness_cand" -p rope-gate-stat --bin gate-stat ||
+RUSTFLAGS=$(gate_rustflags) CARGO_TARGET_DIR=$target_dir \
+    cargo build --quiet --release --target "$gate_host" --manifest-path "$harness_cand" -p rope-gate-stat --bin gate-stat ||
     gate_die "building gate-stat failed"
-cp "$target_dir/release/gate-stat" "$out/gate-stat"
+cp "$target_dir/$gate_host/release/gate-stat" "$out/gate-stat"
 
 count() { # manifest, rustflags, name
     echo "$gate_name: counting $3 (${1%/tools/gate/Cargo.toml})${2:+ with RUSTFLAGS+=$2}" >&2
     rm -rf "$out/home-$3"
     RUSTFLAGS=$(gate_rustflags "$2") CARGO_TARGET_DIR=$target_dir GUNGRAUN_HOME=$out/home-$3 \
-        cargo bench --quiet --manifest-path "$1" -p rope-gate-bench --bench instr -- --output-format=json \
+        cargo bench --quiet --target "$gate_host" --manifest-path "$1" -p rope-gate-bench --bench instr -- --output-format=json \
         > "$out/$3.json" 2> "$out/$3.log" || {
         tail -n 30 "$out/$3.log" >&2
         gate_die "the $3 suite failed (log: $out/$3.log)"
