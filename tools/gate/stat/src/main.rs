@@ -218,9 +218,9 @@ fn time(args: &[String]) -> Result<Verdict, String> {
     }
 
     let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
-    let pct = |r: f64| format!("{:+.1}%", 100.0 * (r - 1.0));
+    let pct = |r: f64| format!("{:+.2}%", 100.0 * (r - 1.0));
     println!(
-        "{:<width$}  {:>5}  {:>12}  {:>12}  {:>8}  {:>17}  verdict",
+        "{:<width$}  {:>5}  {:>12}  {:>12}  {:>8}  {:>19}  verdict",
         "case",
         "pairs",
         "A ns/call",
@@ -234,7 +234,7 @@ fn time(args: &[String]) -> Result<Verdict, String> {
             None => "too few pairs".to_string(),
         };
         println!(
-            "{:<width$}  {:>5}  {:>12.1}  {:>12.1}  {:>8}  {:>17}  {}",
+            "{:<width$}  {:>5}  {:>12.1}  {:>12.1}  {:>8}  {:>19}  {}",
             r.name,
             r.pairs,
             r.a,
