@@ -95,6 +95,10 @@ count() { # manifest, rustflags, name
 }
 count "$harness_base" "" A
 count "$harness_cand" "$CANDIDATE_RUSTFLAGS" B
+# The suite lists its benchmarks by hand: it must name every case of the harness.
+want=$(grep -oE '^ *(case|tail)\("[^"]+"' tools/gate/bench/src/lib.rs | sed -E 's/.*"(.*)"/\1/; s/\//_/g' | sort)
+have=$(grep -oE '"id": *"[^"]+"' "$out/B.json" | sed -E 's/.*"([^"]+)"$/\1/' | sort)
+[[ $want == "$have" ]] || gate_die "tools/gate/bench/benches/instr.rs does not bench exactly the cases of tools/gate/bench/src/lib.rs: $(comm -3 <(echo "$want") <(echo "$have") | tr -d '\t' | tr '\n' ' ')"
 
 echo "$gate_name: A = baseline $base_rev; B = working tree $(git describe --always --dirty 2> /dev/null || echo '?')${CANDIDATE_RUSTFLAGS:+ with RUSTFLAGS+=$CANDIDATE_RUSTFLAGS}; both built with RUSTFLAGS='$(gate_rustflags)'"
 echo "$gate_name: machine: $(gate_machine); $(valgrind --version), gungraun $version; tier counted: avx2 on x86-64 (Valgrind has no AVX-512)"

@@ -37,8 +37,8 @@ fn setup(name: &str) -> Box<dyn Prepared> {
     }
 }
 
-// One `bench` per case of `rope_gate_bench::CASES`, in its order (`tests` in the gate
-// script checks that the two lists agree).
+// One `bench` per case of `rope_gate_bench::CASES`, in its order (scripts/instr-gate.sh
+// checks that the two lists agree).
 #[library_benchmark]
 #[bench::decode_f32_half_split(args = ("decode/f32/half_split"), setup = setup)]
 #[bench::decode_f32_interleaved(args = ("decode/f32/interleaved"), setup = setup)]
