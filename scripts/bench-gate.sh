@@ -1,190 +1,143 @@
 #!/usr/bin/env bash
-# Benchmark regression gate over a criterion bench target (issue 9).
+# Side-by-side timing gate (issue 14): is the working tree slower than a baseline revision?
 #
-#   scripts/bench-gate.sh save  BENCH [FILTER]   record the baseline
-#   scripts/bench-gate.sh check BENCH [FILTER]   compare with it; exit 1 on a regression
+#   scripts/bench-gate.sh [BASELINE_REV]          (default: HEAD)
 #
-# BENCH is a `cargo bench --bench` target (`rope`, `parallel`, ...); FILTER is criterion's
-# benchmark-name filter (a regex; default: every benchmark of the target).
+# Builds the harness tools/gate twice, against the baseline revision (extracted with
+# `git archive`) and against the working tree (the candidate), then times both in one run,
+# alternating: for each pair and each case of tools/gate/bench/src/lib.rs, one sample of
+# A (baseline) and one of B (candidate), back to back, in the order A B, then B A for the
+# next pair. Load that drifts (other tenants, a CPU hog, frequency changes) hits both
+# halves of a pair alike, so the ratio B/A of each pair cancels it; no saved baseline from
+# another time is needed.
 #
-# The rule: a benchmark has regressed when criterion's 95% confidence interval of the change
-# in its mean time lies entirely above +THRESHOLD, i.e. the interval's lower bound
-# (`target/criterion/<group>/<bench>/change/estimates.json`, `mean.confidence_interval.
-# lower_bound`) is > THRESHOLD in the check run and in each of RETRIES confirmation runs
-# (made only when something was flagged). A slowdown that is only possible (interval
-# straddling the threshold), small, or gone on the next run does not fail; one that is
-# certain, large and repeatable does. Criterion's own
-# verdict (its t-test at SIGNIFICANCE_LEVEL, and NOISE_THRESHOLD) is printed in its output but
-# does not decide. Benchmarks missing from the baseline fail the check (criterion's strict
-# `--baseline`), and so does a filter that matches no benchmark.
+# The rule (tools/gate/stat/src/main.rs): per case, the median of the pair ratios B/A and
+# its distribution-free 95% confidence interval (order statistics, as the sign test has
+# them). A case regresses when the whole interval lies above 1 + MARGIN. A case whose
+# interval is too wide to tell (it reaches 1 + THRESHOLD but not above 1 + MARGIN) gets
+# PAIRS more pairs, up to ROUNDS rounds; still undecided then, it passes with a note.
+# Exit 1 if any case regressed, 0 otherwise; the table of every case is printed either way.
 #
 # Environment (defaults):
-#   BASELINE=gate            criterion baseline name (target/criterion/**/<BASELINE>/)
-#   THRESHOLD=0.10           relative slowdown that fails (0.10 = 10%)
-#   NOISE_THRESHOLD=0.02     criterion --noise-threshold (its own "no change" band)
-#   SIGNIFICANCE_LEVEL=0.05  criterion --significance-level
-#   CONFIDENCE_LEVEL=0.95    criterion --confidence-level (the interval the rule reads)
-#   RETRIES=2                further check runs a flagged benchmark must fail as well
-#   WARM_UP_TIME=1 MEASUREMENT_TIME=3 SAMPLE_SIZE=30   criterion run length per benchmark
-#   CARGO_ARGS=''            extra cargo flags, e.g. '--features rayon'
-#   CARGO_TARGET_DIR, CRITERION_HOME   honoured (where criterion writes)
+#   THRESHOLD=0.05    the slowdown the gate must catch (5%)
+#   MARGIN=THRESHOLD/2  flag when the CI's lower bound exceeds 1 + MARGIN
+#   CONFIDENCE=0.95   the interval's confidence level
+#   PAIRS=30          pairs per case per round
+#   ROUNDS=3          rounds at most (rounds after the first: undecided cases only)
+#   SAMPLE_US=300     one batch of calls lasts about this long (µs of CPU time); the calls
+#                     per batch are calibrated once, on B, and used for both
+#   BATCHES=15        batches per sample: a sample is the fastest batch's ns per call, in
+#                     the thread's CPU time (tools/gate/bench/src/bin/gate-bench.rs)
+#   CASES=.           extended regex: only cases whose name matches
+#   ROPE_GATE_TIER    time this tier (scalar, portable, avx2, avx512, neon); default: the
+#                     best this CPU has
+#   CANDIDATE_RUSTFLAGS  extra RUSTFLAGS for the candidate build only (scripts/gate-demo.sh
+#                     builds the test-only slowdowns this way)
+#   GATE_RUSTFLAGS    RUSTFLAGS of both builds (default: every function on a 64-byte
+#                     boundary, see scripts/gate-common.sh)
+#   GATE_HARNESS=candidate  the working tree's tools/gate is built against both trees;
+#                     `each`: each tree builds its own (if the harness's API use changed)
+#   GATE_TARGET_DIR=target/gate   cargo target dir of every build; samples land in it
 #
-# Needs bash 4.4 or later (mapfile; empty arrays under `set -u`). Confirmation runs re-run
-# the whole filter, not only the flagged benchmarks.
-#
-# Exit status: 0 pass (or baseline saved), 1 regression, 2 usage or run failure.
-#
-# A CI keeps the baseline of its main branch (target/criterion/**/<BASELINE>/, e.g. in a cache
-# keyed by machine type), runs `save` after each merge and `check` on each change, on the
-# same machine type with nothing else running.
+# Exit status: 0 pass, 1 regression, 2 usage, build or run failure. Needs bash 4.4, git,
+# cargo. Run on a machine of the type your users run, nothing else needs to be quiet.
 set -euo pipefail
+gate_name=bench-gate
+# shellcheck source=scripts/gate-common.sh
+source "$(dirname "$0")/gate-common.sh"
 
-usage() {
-    sed -n '2,8p' "$0" >&2
-    exit 2
+[[ $# -le 1 ]] || gate_die "usage: scripts/bench-gate.sh [BASELINE_REV]"
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,40p' "$0"; exit 0; }
+
+THRESHOLD=${THRESHOLD:-0.05}
+CONFIDENCE=${CONFIDENCE:-0.95}
+PAIRS=${PAIRS:-30}
+ROUNDS=${ROUNDS:-3}
+SAMPLE_US=${SAMPLE_US:-300}
+BATCHES=${BATCHES:-15}
+CASES=${CASES:-.}
+for v in PAIRS ROUNDS SAMPLE_US BATCHES; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || gate_die "$v='${!v}' is not a whole number above 0"
+done
+is_number() { [[ $1 =~ ^[0-9]*[.]?[0-9]+$ ]]; }
+is_number "$THRESHOLD" || gate_die "THRESHOLD='$THRESHOLD' is not a number (0.05 for 5%)"
+MARGIN=${MARGIN:-$(awk -v t="$THRESHOLD" 'BEGIN { print t / 2 }')}
+is_number "$MARGIN" || gate_die "MARGIN='$MARGIN' is not a number"
+is_number "$CONFIDENCE" || gate_die "CONFIDENCE='$CONFIDENCE' is not a number"
+
+gate_baseline_tree "${1:-HEAD}"
+bin=$target_dir/bench-gate
+mkdir -p "$bin"
+
+build() { # manifest, rustflags, package, binary, destination
+    echo "$gate_name: building $4 from ${1%/tools/gate/Cargo.toml}${2:+ with RUSTFLAGS+=$2}" >&2
+    RUSTFLAGS=$(gate_rustflags "$2") CARGO_TARGET_DIR=$target_dir \
+        cargo build --quiet --release --target "$gate_host" --manifest-path "$1" -p "$3" --bin "$4" ||
+        gate_die "building $4 from $1 failed"
+    cp "$target_dir/$gate_host/release/$4" "$5"
 }
+build "$harness_base" "" rope-gate-bench gate-bench "$bin/A"
+build "$harness_cand" "$CANDIDATE_RUSTFLAGS" rope-gate-bench gate-bench "$bin/B"
+build "$harness_cand" "" rope-gate-stat gate-stat "$bin/gate-stat"
+A=$bin/A
+B=$bin/B
 
-[[ $# -ge 2 && $# -le 3 ]] || usage
-mode=$1
-bench=$2
-filter=${3:-}
-case $mode in save | check) ;; *) usage ;; esac
+tier_a=$("$A" tier) || gate_die "baseline harness: no tier"
+tier_b=$("$B" tier) || gate_die "candidate harness: no tier"
+[[ $tier_a == "$tier_b" ]] || gate_die "baseline runs tier $tier_a, candidate $tier_b"
+mapfile -t cases < <(comm -12 <("$A" list | sort) <("$B" list | sort) | grep -E -- "$CASES" || true)
+# In the harness's order.
+mapfile -t cases < <("$B" list | grep -Fx -f <(printf '%s\n' "${cases[@]}") || true)
+[[ ${#cases[@]} -gt 0 ]] || gate_die "no case matches CASES='$CASES' (gate-bench list names them)"
 
-BASELINE=${BASELINE:-gate}
-THRESHOLD=${THRESHOLD:-0.10}
-NOISE_THRESHOLD=${NOISE_THRESHOLD:-0.02}
-SIGNIFICANCE_LEVEL=${SIGNIFICANCE_LEVEL:-0.05}
-CONFIDENCE_LEVEL=${CONFIDENCE_LEVEL:-0.95}
-WARM_UP_TIME=${WARM_UP_TIME:-1}
-MEASUREMENT_TIME=${MEASUREMENT_TIME:-3}
-SAMPLE_SIZE=${SAMPLE_SIZE:-30}
-CARGO_ARGS=${CARGO_ARGS:-}
-RETRIES=${RETRIES:-2}
-
-is_number() { [[ $1 =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]]; }
-for v in THRESHOLD NOISE_THRESHOLD SIGNIFICANCE_LEVEL CONFIDENCE_LEVEL WARM_UP_TIME MEASUREMENT_TIME; do
-    is_number "${!v}" || { echo "bench-gate: $v='${!v}' is not a number (e.g. THRESHOLD=0.10 for 10%)" >&2; exit 2; }
+echo "$gate_name: A = baseline $base_rev; B = working tree $(git describe --always --dirty 2> /dev/null || echo '?')${CANDIDATE_RUSTFLAGS:+ with RUSTFLAGS+=$CANDIDATE_RUSTFLAGS}; both built with RUSTFLAGS='$(gate_rustflags)'"
+echo "$gate_name: machine: $(gate_machine); tier timed: $tier_b; ${#cases[@]} cases"
+# Informative only (a change may mean to change results): do A and B compute the same bits?
+differ=()
+for c in "${cases[@]}"; do
+    [[ $("$A" checksum "$c") == "$("$B" checksum "$c")" ]] || differ+=("$c")
 done
-for v in RETRIES SAMPLE_SIZE; do
-    [[ ${!v} =~ ^[0-9]+$ ]] || { echo "bench-gate: $v='${!v}' is not a whole number" >&2; exit 2; }
-done
-
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-target_dir=${CARGO_TARGET_DIR:-$root/target}
-crit=${CRITERION_HOME:-$target_dir/criterion}
-
-criterion_args=(
-    --noplot
-    --warm-up-time "$WARM_UP_TIME"
-    --measurement-time "$MEASUREMENT_TIME"
-    --sample-size "$SAMPLE_SIZE"
-    --noise-threshold "$NOISE_THRESHOLD"
-    --significance-level "$SIGNIFICANCE_LEVEL"
-    --confidence-level "$CONFIDENCE_LEVEL"
-)
-if [[ $mode == save ]]; then
-    criterion_args+=(--save-baseline "$BASELINE")
+if [[ ${#differ[@]} -eq 0 ]]; then
+    echo "$gate_name: outputs: A and B compute the same bits in every case"
 else
-    criterion_args+=(--baseline "$BASELINE")
-fi
-[[ -n $filter ]] && criterion_args+=("$filter")
-
-echo "bench-gate: $mode '$bench' filter='${filter}' baseline='$BASELINE' threshold=$THRESHOLD" >&2
-
-# One criterion run of the benchmarks (save: records the baseline; check: compares with it).
-run_criterion() {
-    # A change/ directory left by an earlier run would be read as this run's: remove them
-    # all (criterion rewrites the ones of the benchmarks it runs). Baselines are not touched.
-    # Only a benchmark's own change/ (next to its new/): a group or benchmark that happens to
-    # be called `change` is kept.
-    if [[ -d $crit ]]; then
-        local d
-        while IFS= read -r d; do
-            [[ -d $d/../new ]] && rm -rf "$d"
-        done < <(find "$crit" -mindepth 2 -type d -name change)
-    fi
-    # shellcheck disable=SC2086 # CARGO_ARGS is a list of flags
-    if ! cargo bench --bench "$bench" $CARGO_ARGS -- "${criterion_args[@]}"; then
-        echo "bench-gate: the benchmark run failed (missing baseline? run 'save' first)" >&2
-        exit 2
-    fi
-}
-
-stamp=$(mktemp)
-trap 'rm -f "$stamp"' EXIT
-run_criterion
-if [[ $mode == save ]]; then
-    # Only the baselines this run wrote: a filter that matched nothing saved nothing.
-    n=0
-    [[ -d $crit ]] && n=$(find "$crit" -type f -path "*/$BASELINE/estimates.json" -newer "$stamp" | wc -l)
-    if [[ $n -eq 0 ]]; then
-        echo "bench-gate: no benchmark saved (does filter '$filter' match any benchmark of '$bench'?)" >&2
-        exit 2
-    fi
-    echo "bench-gate: baseline '$BASELINE' saved for $n benchmarks under $crit" >&2
-    exit 0
+    echo "$gate_name: outputs: A and B differ in ${#differ[@]} case(s): ${differ[*]} (not judged here)"
 fi
 
-# Reads the change estimates of the last run: prints one table row per benchmark and sets
-# `flagged` to the names whose mean slowed down by more than THRESHOLD (lower bound of the
-# confidence interval of the relative change of the mean).
-num='-?[0-9.]+([eE][-+]?[0-9]+)?'
-read_changes() {
-    flagged=()
-    files=()
-    [[ -d $crit ]] && mapfile -t files < <(find "$crit" -type f -path '*/change/estimates.json' | sort)
-    if [[ ${#files[@]} -eq 0 ]]; then
-        echo "bench-gate: no benchmark compared (filter matched nothing?)" >&2
-        exit 2
-    fi
-    printf '%-48s %9s %9s %9s  %s\n' benchmark 'lower' 'change' 'upper' verdict
-    local f json mean lower upper point name verdict
-    for f in "${files[@]}"; do
-        json=$(tr -d ' \n' <"$f")
-        # {"mean":{"confidence_interval":{"confidence_level":..,"lower_bound":..,
-        #  "upper_bound":..},"point_estimate":..,"standard_error":..},"median":{...}}
-        mean=$(grep -oE '"mean":\{"confidence_interval":\{[^}]*\},"point_estimate":'"$num" <<<"$json" || true)
-        lower=$(grep -oE '"lower_bound":'"$num" <<<"$mean" | cut -d: -f2 || true)
-        upper=$(grep -oE '"upper_bound":'"$num" <<<"$mean" | cut -d: -f2 || true)
-        point=$(grep -oE '"point_estimate":'"$num" <<<"$mean" | cut -d: -f2 || true)
-        if [[ -z $lower || -z $upper || -z $point ]]; then
-            echo "bench-gate: cannot read $f" >&2
-            exit 2
-        fi
-        name=${f#"$crit"/}
-        name=${name%/change/estimates.json}
-        verdict=$(awk -v lo="$lower" -v t="$THRESHOLD" 'BEGIN { print (lo > t) ? "REGRESSION" : "ok" }')
-        [[ $verdict == REGRESSION ]] && flagged+=("$name")
-        awk -v n="$name" -v lo="$lower" -v p="$point" -v hi="$upper" -v v="$verdict" \
-            'BEGIN { printf "%-48s %+8.2f%% %+8.2f%% %+8.2f%%  %s\n", n, 100*lo, 100*p, 100*hi, v }'
-    done
-}
+declare -A iters
+for c in "${cases[@]}"; do
+    iters[$c]=$("$B" calibrate "$c" "$SAMPLE_US") || gate_die "calibrating $c failed"
+done
 
-read_changes
-total=${#files[@]}
-# Confirmation: a slowdown counts only if every one of RETRIES further runs flags the same
-# benchmark again. Drift on a shared machine (another tenant for a few seconds) rarely lasts
-# through several runs; a real regression does.
-confirmed=("${flagged[@]}")
-round=0
-while [[ ${#confirmed[@]} -gt 0 && $round -lt $RETRIES ]]; do
-    round=$((round + 1))
-    echo "bench-gate: ${#confirmed[@]} flagged; confirming (run $round of $RETRIES)" >&2
-    run_criterion
-    read_changes
-    still=()
-    for c in "${confirmed[@]}"; do
-        for f in "${flagged[@]}"; do
-            [[ $c == "$f" ]] && still+=("$c")
+samples=$target_dir/bench-gate-samples.txt
+: > "$samples"
+start=$(date +%s)
+todo=("${cases[@]}")
+round=1
+while :; do
+    echo "$gate_name: round $round: $PAIRS pairs of ${#todo[@]} cases" >&2
+    for ((i = 0; i < PAIRS; i++)); do
+        for c in "${todo[@]}"; do
+            if ((i % 2 == 0)); then
+                a=$("$A" sample "$c" "${iters[$c]}" "$BATCHES") || gate_die "sample of $c (A) failed"
+                b=$("$B" sample "$c" "${iters[$c]}" "$BATCHES") || gate_die "sample of $c (B) failed"
+            else
+                b=$("$B" sample "$c" "${iters[$c]}" "$BATCHES") || gate_die "sample of $c (B) failed"
+                a=$("$A" sample "$c" "${iters[$c]}" "$BATCHES") || gate_die "sample of $c (A) failed"
+            fi
+            echo "$c $a $b" >> "$samples"
         done
     done
-    confirmed=("${still[@]}")
+    stat_args=(--threshold "$THRESHOLD" --margin "$MARGIN" --confidence "$CONFIDENCE")
+    mapfile -t todo < <("$bin/gate-stat" time "$samples" "${stat_args[@]}" --undecided) ||
+        gate_die "gate-stat failed on $samples"
+    [[ ${#todo[@]} -gt 0 && $round -lt $ROUNDS ]] || break
+    round=$((round + 1))
 done
 
-pct=$(awk -v t="$THRESHOLD" 'BEGIN{print 100*t}')
-if [[ ${#confirmed[@]} -gt 0 ]]; then
-    echo "bench-gate: FAIL: ${#confirmed[@]} of $total benchmarks are slower than baseline '$BASELINE' by more than $pct% (lower bound of the ${CONFIDENCE_LEVEL} interval of the mean's change) in $((round + 1)) of $((round + 1)) runs: ${confirmed[*]}" >&2
-    exit 1
-fi
-echo "bench-gate: PASS: $total benchmarks, none slower than baseline '$BASELINE' by more than $pct% (confirmed in every run)" >&2
+echo "$gate_name: $round round(s), $(($(date +%s) - start)) s of sampling; samples in $samples"
+set +e
+"$bin/gate-stat" time "$samples" "${stat_args[@]}"
+rc=$?
+set -e
+[[ $rc -le 1 ]] || gate_die "gate-stat failed on $samples"
+exit $rc

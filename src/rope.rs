@@ -16,6 +16,8 @@ use crate::view::View;
 pub use state::RopeState;
 
 mod chunked;
+#[cfg(any(rope_gate_slowdown = "2x", rope_gate_slowdown = "5pct"))]
+mod gate_slowdown;
 pub use chunked::{PreparedCall, TokenChunk, TokenChunks};
 
 /// Rotation direction.
@@ -1048,23 +1050,12 @@ unsafe fn rotate_tokens<T: Element>(
     tensors: &Tensors<T>,
     range: Range<usize>,
 ) {
-    #[cfg(feature = "__slow-kernel-for-gate-demo")]
-    for x in tensors.iter().flatten() {
-        // SAFETY: the input rows of `range` lie in a validated view and nobody writes them
-        // now (contract above); the pass only reads them.
-        unsafe {
-            chunked::gate_demo::extra_pass(
-                p.kernels,
-                p.layout,
-                p.pairs,
-                x.src,
-                range.clone(),
-                x.heads,
-                x.src_token_stride,
-                x.src_head_stride,
-            )
-        };
-    }
+    // Test-only slowdown for the regression-gate demos; absent from every real build.
+    #[cfg(any(rope_gate_slowdown = "2x", rope_gate_slowdown = "5pct"))]
+    // SAFETY: the contract of this function is the pass's (it only reads the input rows).
+    unsafe {
+        gate_slowdown::extra_pass(p, tensors, range.clone())
+    };
     let rotate = T::rotate_fn(p.kernels);
     let pairs = p.pairs;
     // Prefetch only in calls too large to be cache-resident (the whole call, not this chunk

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Issue 9 checks, standalone (the lead wires it into .ci/run): the `rayon` feature's tests
-# and lints, the no_std build with the chunk API, the gate scripts' syntax, and a build of
-# the peers comparison (candle-nn; its own workspace, never built by the root `cargo test`)
-# so that it does not rot. Timing runs (peers table, bench gate) need a quiet machine and
-# are not part of CI.
+# and lints, the no_std build with the chunk API, and a build of the peers comparison
+# (candle-nn; its own workspace, never built by the root `cargo test`) so that it does not
+# rot. The peers table needs a quiet machine and is not part of CI; the regression gates
+# and their test-only slowdown are checked by 60-gate.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -11,11 +11,8 @@ rustup target add thumbv7em-none-eabihf
 rustup component add clippy
 
 cargo test --features rayon
-cargo test --features rayon,__slow-kernel-for-gate-demo --test parallel
 cargo clippy --workspace --all-targets --features rayon -- -D warnings
 cargo build -p rope-kernels --no-default-features --target thumbv7em-none-eabihf
-bash -n scripts/bench-gate.sh
-bash -n scripts/bench-gate-demo.sh
 cargo build --release --manifest-path benches/peers/Cargo.toml
 # One quick pass of the comparison: checks candle's outputs against rope-kernels first.
 PEERS_SAMPLES=1 cargo run --release --manifest-path benches/peers/Cargo.toml > /dev/null

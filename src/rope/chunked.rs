@@ -29,8 +29,6 @@ use crate::element::Element;
 use crate::error::RopeError;
 use crate::freq::FreqRef;
 
-#[cfg(feature = "__slow-kernel-for-gate-demo")]
-pub(super) mod gate_demo;
 #[cfg(feature = "rayon")]
 mod par;
 
