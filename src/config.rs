@@ -95,6 +95,7 @@ impl RopeConfig {
     }
 
     /// Number of rotated pairs, `rotary_dim / 2`.
+    #[inline]
     pub fn pairs(&self) -> usize {
         self.rotary_dim / 2
     }
@@ -125,6 +126,7 @@ impl RopeConfig {
     }
 
     /// The same configuration with borrowed scaling arrays (a few words, no copy).
+    #[inline]
     pub fn params(&self) -> RopeParams<'_> {
         RopeParams {
             head_dim: self.head_dim,
@@ -171,6 +173,7 @@ impl RopeParams<'_> {
     }
 
     /// Number of rotated pairs, `rotary_dim / 2`.
+    #[inline]
     pub fn pairs(&self) -> usize {
         self.rotary_dim / 2
     }

@@ -217,6 +217,7 @@ impl LongRopeParams {
     }
 
     /// The same parameters with borrowed factor arrays.
+    #[inline]
     pub fn as_ref(&self) -> LongRopeRef<'_> {
         LongRopeRef {
             short_factor: self.short_factor.as_slice(),
@@ -407,6 +408,7 @@ impl Scaling {
     }
 
     /// The same scaling with borrowed arrays (no copy).
+    #[inline]
     pub fn as_ref(&self) -> ScalingRef<'_> {
         match self {
             Scaling::None => ScalingRef::None,
@@ -756,42 +758,50 @@ impl Frequencies {
     }
 
     /// High parts of `inv_freq / 2π mod 1` (at most 21 significant bits each).
+    #[inline]
     pub(crate) fn turns_hi(&self) -> &[f64] {
         &self.turns_hi[..self.pairs]
     }
 
     /// Low parts of `inv_freq / 2π mod 1`.
+    #[inline]
     pub(crate) fn turns_lo(&self) -> &[f64] {
         &self.turns_lo[..self.pairs]
     }
 
     /// `inv_freq`, `rotary_dim / 2` values, radians per position.
+    #[inline]
     pub fn inv_freq(&self) -> &[f64] {
         &self.inv_freq[..self.pairs]
     }
 
     /// The f32 `inv_freq` table of [`AngleMode::HfCompatible`](crate::AngleMode): `inv_freq`
     /// rounded to nearest f32, or the caller's table.
+    #[inline]
     pub fn inv_freq_f32(&self) -> &[f32] {
         &self.inv_freq_f32[..self.pairs]
     }
 
     /// True when the f32 table is the caller's ([`Frequencies::set_inv_freq_f32`]).
+    #[inline]
     pub fn has_caller_inv_freq_f32(&self) -> bool {
         self.caller_f32
     }
 
     /// The factor multiplying cos and sin (1 unless YaRN or LongRoPE set it).
+    #[inline]
     pub fn attention_factor(&self) -> f64 {
         self.attention_factor
     }
 
     /// Number of pairs, `rotary_dim / 2`.
+    #[inline]
     pub fn pairs(&self) -> usize {
         self.pairs
     }
 
     /// The tables the cos/sin rows are computed from, borrowed.
+    #[inline]
     pub(crate) fn view(&self) -> FreqRef<'_> {
         FreqRef {
             inv_freq: self.inv_freq(),
