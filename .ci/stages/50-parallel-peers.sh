@@ -10,7 +10,9 @@ cd "$(dirname "$0")/../.."
 rustup target add thumbv7em-none-eabihf
 rustup component add clippy
 
-cargo test --features rayon
+# The rayon feature only adds `par_apply*` (src/rope/chunked/par.rs), which tests/parallel.rs
+# covers; the rest of the suite ran without it in the main test step.
+cargo test --features rayon --lib --test parallel
 cargo clippy --workspace --all-targets --features rayon -- -D warnings
 cargo build -p rope-kernels --no-default-features --target thumbv7em-none-eabihf
 cargo build --release --manifest-path benches/peers/Cargo.toml
