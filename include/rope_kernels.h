@@ -36,7 +36,7 @@
 
 /**
  * An upper bound of `rope_size()` on every target, for static storage:
- * `static unsigned char buf[ROPE_STORAGE_SIZE] _Alignas(ROPE_STORAGE_ALIGN);`.
+ * `static _Alignas(ROPE_STORAGE_ALIGN) unsigned char buf[ROPE_STORAGE_SIZE];`.
  */
 #define ROPE_STORAGE_SIZE 16384
 
@@ -1348,8 +1348,9 @@ size_t rope_align(void);
  * Errors (nothing is written): `ROPE_NULL_POINTER` (`storage`, `cfg`, `out`),
  * `ROPE_MISALIGNED_POINTER`, `ROPE_BUFFER_TOO_SMALL` (`size` below the fixed header, or,
  * once the configuration is valid, below `rope_storage_size`),
- * `ROPE_OVERLAPPING_BUFFERS` (`out` inside the storage), and those of
- * `rope_config_validate`.
+ * `ROPE_OVERLAPPING_BUFFERS` (`out`, or an array the configuration points to, inside the
+ * storage), and those of `rope_config_validate` (which include frequencies that leave
+ * the accepted range once computed, checked before anything is written).
  *
  * # Safety
  * `storage` is NULL or writable for `size` bytes; `cfg` as for `rope_config_validate`;
@@ -1379,7 +1380,7 @@ rope_status rope_new(const struct rope_config *cfg, struct rope_t **out);
  *
  * # Safety
  * `rope` is NULL or a pointer that `rope_new` returned or that is readable for
- * `rope_size()` bytes; not used by any other call meanwhile nor after success.
+ * the fixed header (`rope_storage_size` of the configuration it was built from); not used by any other call meanwhile nor after success.
  */
 rope_status rope_free(struct rope_t *rope);
 
@@ -1390,10 +1391,11 @@ rope_status rope_free(struct rope_t *rope);
  * `ROPE_OVERLAPPING_BUFFERS` (`pairs` inside the handle's storage).
  *
  * # Safety
- * `rope` as for every handle function (NULL, or `rope_size()` readable bytes holding a
- * handle); `pairs` NULL or writable.
+ * `rope` as for every handle function (NULL, or readable for the handle's storage, `rope_storage_size`
+ * of its configuration, holding a handle); `pairs` NULL or writable.
  */
-rope_status rope_pairs(const struct rope_t *rope, size_t *pairs);
+rope_status rope_pairs(const struct rope_t *rope,
+                       size_t *pairs);
 
 /**
  * The frequencies a call whose largest position is `seq_len - 1` uses: `rotary_dim / 2`

@@ -421,12 +421,13 @@ fn scaling_from(
     // transformers: `rope_parameters["original_max_position_embeddings"]`, standardized from
     // the top-level field or `max_position_embeddings`. A zero is an error naming the field
     // it came from, before anything divides by it (the fallback `factor` below).
-    let original = || -> Result<u64, ConfigError> {
+    // `llama3` has no `max_position_embeddings` fallback (transformers requires the field).
+    let original_or = |fallback: Option<u64>| -> Result<u64, ConfigError> {
         let (value, field) = if let Some(o) = rope.u64("original_max_position_embeddings")? {
             (o, rope.name("original_max_position_embeddings"))
         } else if let Some(o) = top_original {
             (o, "original_max_position_embeddings".to_string())
-        } else if let Some(o) = max_pos {
+        } else if let Some(o) = fallback {
             (o, "max_position_embeddings".to_string())
         } else {
             return Err(ConfigError::Missing { field: rope.name("original_max_position_embeddings") });
@@ -437,6 +438,7 @@ fn scaling_from(
         }
         Ok(value)
     };
+    let original = || original_or(max_pos);
     // `factor` when present, else `max_position_embeddings / original` (`original > 0`).
     let factor_or_ratio = |orig: u64| -> Result<f64, ConfigError> {
         match rope.f64("factor")? {
@@ -474,10 +476,7 @@ fn scaling_from(
             factor: factor()?,
             low_freq_factor: rope.require("low_freq_factor", rope.f64("low_freq_factor")?)?,
             high_freq_factor: rope.require("high_freq_factor", rope.f64("high_freq_factor")?)?,
-            original_max_position_embeddings: rope.require(
-                "original_max_position_embeddings",
-                rope.u64("original_max_position_embeddings")?.or(top_original),
-            )?,
+            original_max_position_embeddings: original_or(None)?,
         },
         "longrope" | "su" => {
             let short = rope.require("short_factor", rope.f64_array("short_factor")?)?;

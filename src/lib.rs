@@ -31,6 +31,7 @@
 //! | read one buffer, write the rotated heads to another (ggml / ONNX Runtime form) | [`Rope::apply_into`], [`Rope::apply_qk_into`] |
 //! | validate once, then run in token chunks, e.g. on your own thread pool | [`Rope::prepare`], [`Rope::prepare_qk`], [`Rope::prepare_into`], [`Rope::prepare_qk_into`] → [`PreparedCall`] → [`TokenChunk`] (`Send`) |
 //! | split a call over rayon's pool | `Rope::par_apply*` (feature `rayon`) |
+//! | build in caller memory sized to the model, no large value on the stack (microcontrollers) | [`RopeParams`] → [`RopeState::init`] into slices of [`RopeState::table_lens`] elements → [`RopeState::rope`] → [`RopeRef`] (the `apply*` methods of [`Rope`]) |
 //! | cos/sin from a table instead of on the fly | a caller buffer: [`Rope::fill_table`] + [`CosSinTable`] (no allocation); a cache: `Rope::build_cache` → `RopeCache` (feature `alloc`); pass it with [`Apply::with_table`] |
 //! | the frequencies themselves (`inv_freq`, `attention_factor`) | [`Rope::frequencies`], [`Frequencies::new`]; HF's own f32 `inv_freq`: [`Rope::with_hf_inv_freq`] |
 //! | sinusoidal, learned absolute, relative buckets, ALiBi | [`encodings`] |

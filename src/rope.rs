@@ -497,7 +497,10 @@ impl<'r> RopeRef<'r> {
         RopeRef { params, freqs, long, caller_f32, tier }
     }
 
-    /// The configuration (the angle mode is the effective one).
+    /// The configuration (the angle mode is the effective one). The frequencies are stored,
+    /// so the per-pair arrays of LongRoPE and `FreqFactors` are not kept: here they are
+    /// empty (their other parameters are kept), and [`RopeParams::validate`] on the result
+    /// of a [`RopeState`](crate::RopeState) refuses them.
     pub fn params(&self) -> &RopeParams<'r> {
         &self.params
     }

@@ -304,6 +304,16 @@ fn invalid_values_name_the_field() {
             RopeError::InvalidScalingParameter { name: "original_max_position_embeddings" }
         )
     );
+    // Llama 3 too: a top-level zero is named where it was written.
+    assert_eq!(
+        parse_err(&with(
+            r#""original_max_position_embeddings": 0, "rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4}"#
+        )),
+        invalid(
+            "original_max_position_embeddings",
+            RopeError::InvalidScalingParameter { name: "original_max_position_embeddings" }
+        )
+    );
     assert_eq!(
         parse_err(&with(r#""max_position_embeddings": 0, "rope_scaling": {"rope_type": "yarn"}"#)),
         invalid(

@@ -5,7 +5,7 @@ use core::mem::{align_of, needs_drop, offset_of, size_of};
 use core::ptr::{addr_of, addr_of_mut};
 use core::sync::atomic::{compiler_fence, Ordering};
 
-use rope_kernels::{RopeParams, RopeRef, RopeState, MAX_PAIRS};
+use rope_kernels::{RopeParams, RopeRef, RopeState, ScalingRef, MAX_PAIRS};
 
 use crate::boundary::{disjoint, guard, required, rust, Buf, R};
 use crate::config::{rope_config, with_params};
@@ -50,7 +50,7 @@ const MAGIC_STORAGE: u32 = 0x524F_5045; // "ROPE"
 const MAGIC_HEAP: u32 = 0x524F_5048; // "ROPH"
 
 /// An upper bound of `rope_size()` on every target, for static storage:
-/// `static unsigned char buf[ROPE_STORAGE_SIZE] _Alignas(ROPE_STORAGE_ALIGN);`.
+/// `static _Alignas(ROPE_STORAGE_ALIGN) unsigned char buf[ROPE_STORAGE_SIZE];`.
 pub const ROPE_STORAGE_SIZE: usize = 16384;
 /// An upper bound of `rope_align()` on every target.
 pub const ROPE_STORAGE_ALIGN: usize = 16;
@@ -88,8 +88,8 @@ unsafe fn tables(p: *mut rope_t, n64: usize) -> (*mut f64, *mut f32) {
 /// The RoPE of a live handle.
 ///
 /// # Safety
-/// `p` is NULL or points to readable memory of `rope_size()` bytes that, if it holds a
-/// live magic, holds a handle made by `rope_init`/`rope_new`, not written during the
+/// `p` is NULL or points to readable memory, the fixed header at least, that, if it holds
+/// a live magic, holds a handle made by `rope_init`/`rope_new`, not written during the
 /// returned borrow.
 #[inline]
 pub(crate) unsafe fn rope_ref<'a>(p: *const rope_t) -> R<RopeRef<'a>> {
@@ -116,7 +116,8 @@ pub(crate) unsafe fn with_rope<'a, T>(p: *const rope_t, f: impl FnOnce(&RopeRef<
     if storage_bytes(n64, n32) > MAX_STORAGE {
         return Err(ROPE_INVALID_HANDLE);
     }
-    // SAFETY: the handle's tables, within its `rope_size()` readable bytes (just checked),
+    // SAFETY: the handle's tables, within its readable storage (the contract; at most
+    // MAX_STORAGE, just checked),
     // written by `rope_init`/`rope_new`, not written during the borrow (the contract).
     let (f64s, f32s): (&'a [f64], &'a [f32]) = unsafe {
         let (a, b) = tables(p, n64);
@@ -182,11 +183,40 @@ unsafe fn init_at(
         b.write_bytes(0, n32);
         (core::slice::from_raw_parts_mut(a, n64), core::slice::from_raw_parts_mut(b, n32))
     };
-    let state = rust(RopeState::init(params, inv_freq, f64s, f32s))?;
+    let state = match rust(RopeState::init(params, inv_freq, f64s, f32s)) {
+        Ok(state) => state,
+        Err(status) => {
+            // Never taken: `storage_for` ran `RopeState::check` (the frequencies too) on the
+            // same parameters. Should it be, a handle the storage held has lost its tables:
+            // make it invalid rather than leave it to compute garbage.
+            // SAFETY: the header lies in the storage (the contract).
+            unsafe { core::ptr::write_volatile(addr_of_mut!((*p).h.magic), 0) };
+            return Err(status);
+        }
+    };
     // SAFETY: `p` is aligned and writable for the header (the contract); the old contents
     // need no drop.
     unsafe { p.write(rope_t::new(magic, state)) };
     Ok(())
+}
+
+/// The byte ranges of the arrays a configuration borrows: the f32 `inv_freq` table, the
+/// LongRoPE factors, the per-pair `freq_factors` (empty ranges where it has none).
+fn borrowed_arrays(params: &RopeParams<'_>, inv_freq: Option<&[f32]>) -> [(usize, usize); 3] {
+    fn range<T>(s: &[T]) -> (usize, usize) {
+        let start = s.as_ptr() as usize;
+        (start, start + core::mem::size_of_val(s))
+    }
+    let mut r = [(0, 0); 3];
+    if let Some(t) = inv_freq {
+        r[0] = range(t);
+    }
+    match params.scaling {
+        ScalingRef::LongRope(l) => (r[1], r[2]) = (range(l.short_factor), range(l.long_factor)),
+        ScalingRef::FreqFactors(f) => r[1] = range(f),
+        _ => {}
+    }
+    r
 }
 
 /// Validates `*cfg` and builds a handle in `storage` (`size` bytes, aligned to
@@ -198,8 +228,9 @@ unsafe fn init_at(
 /// Errors (nothing is written): `ROPE_NULL_POINTER` (`storage`, `cfg`, `out`),
 /// `ROPE_MISALIGNED_POINTER`, `ROPE_BUFFER_TOO_SMALL` (`size` below the fixed header, or,
 /// once the configuration is valid, below `rope_storage_size`),
-/// `ROPE_OVERLAPPING_BUFFERS` (`out` inside the storage), and those of
-/// `rope_config_validate`.
+/// `ROPE_OVERLAPPING_BUFFERS` (`out`, or an array the configuration points to, inside the
+/// storage), and those of `rope_config_validate` (which include frequencies that leave
+/// the accepted range once computed, checked before anything is written).
 ///
 /// # Safety
 /// `storage` is NULL or writable for `size` bytes; `cfg` as for `rope_config_validate`;
@@ -225,7 +256,8 @@ pub unsafe extern "C" fn rope_init(
                     return Err(ROPE_BUFFER_TOO_SMALL);
                 }
                 let out_bytes = Buf::new(out.cast_const(), 1)?.bytes();
-                disjoint(&[(storage as usize, storage as usize + need)], &[out_bytes])?;
+                let [a, b, c] = borrowed_arrays(params, inv_freq);
+                disjoint(&[(storage as usize, storage as usize + need)], &[out_bytes, a, b, c])?;
                 // SAFETY: `storage` is aligned and writable for `need <= size` bytes (checked,
                 // the contract); the configuration's arrays are the caller's, outside it.
                 init_at(storage, MAGIC_STORAGE, params, inv_freq, (n64, n32))?;
@@ -302,7 +334,7 @@ fn alloc(_: usize) -> R<*mut rope_t> {
 ///
 /// # Safety
 /// `rope` is NULL or a pointer that `rope_new` returned or that is readable for
-/// `rope_size()` bytes; not used by any other call meanwhile nor after success.
+/// the fixed header (`rope_storage_size` of the configuration it was built from); not used by any other call meanwhile nor after success.
 #[no_mangle]
 pub unsafe extern "C" fn rope_free(rope: *mut rope_t) -> rope_status {
     guard(|| {
@@ -370,8 +402,8 @@ unsafe fn dealloc_bytes(_: *mut rope_t, _: usize) {}
 /// `ROPE_OVERLAPPING_BUFFERS` (`pairs` inside the handle's storage).
 ///
 /// # Safety
-/// `rope` as for every handle function (NULL, or `rope_size()` readable bytes holding a
-/// handle); `pairs` NULL or writable.
+/// `rope` as for every handle function (NULL, or readable for the handle's storage, `rope_storage_size`
+/// of its configuration, holding a handle); `pairs` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rope_pairs(rope: *const rope_t, pairs: *mut usize) -> rope_status {
     guard(|| {

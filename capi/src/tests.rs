@@ -721,3 +721,74 @@ fn hostile_input_never_panics_and_failing_calls_write_nothing() {
         }
     }
 }
+
+/// `rope_init` refuses a configuration whose arrays (LongRoPE factors, the caller's f32
+/// `inv_freq` table) lie inside the storage it is to build in, and writes nothing; a handle
+/// already there keeps working (fresh-eyes review of issue 16/13: the tables were zeroed
+/// before the arrays were read, so a failed call had written and an OK one computed
+/// garbage). A configuration whose frequencies leave the accepted range only once computed
+/// is refused before anything is written, too.
+#[test]
+fn rope_init_refuses_config_arrays_inside_its_storage() {
+    const HD: usize = 64;
+    const PAIRS: usize = HD / 2;
+    let base_cfg = || {
+        let mut cfg = core::mem::MaybeUninit::<rope_config>::uninit();
+        // SAFETY: writable storage of a whole `rope_config`.
+        let s = unsafe { rope_config_init(cfg.as_mut_ptr(), size_of::<rope_config>(), HD, 10_000.0) };
+        assert_eq!(s, ROPE_OK);
+        // SAFETY: `rope_config_init` returned ROPE_OK, so it wrote every field.
+        unsafe { cfg.assume_init() }
+    };
+    let plain = base_cfg();
+    let (mut storage, h) = init(&plain);
+    let words = storage.len();
+    let mut pairs = 0;
+    // SAFETY: a live handle and out-pointer.
+    assert_eq!(unsafe { rope_pairs(h, &mut pairs) }, ROPE_OK);
+
+    // LongRoPE factors inside the storage, just past the fixed header: where the tables go.
+    let mut longrope = base_cfg();
+    longrope.scaling.rope_type = ROPE_SCALING_LONGROPE;
+    longrope.scaling.original_max_position_embeddings = 4096;
+    longrope.scaling.factor = 32.0;
+    let at = size_of::<rope_t>().div_ceil(8);
+    for v in &mut storage[at..at + 2 * PAIRS] {
+        *v = 1.0f64.to_bits();
+    }
+    let p = storage.as_mut_ptr();
+    longrope.scaling.short_factor = p.wrapping_add(at).cast::<f64>().cast_const();
+    longrope.scaling.short_factor_len = PAIRS;
+    longrope.scaling.long_factor = p.wrapping_add(at + PAIRS).cast::<f64>().cast_const();
+    longrope.scaling.long_factor_len = PAIRS;
+    let before = storage.clone();
+    let mut out = null_mut();
+    // SAFETY: writable storage of `words * 8` bytes; a live config; a writable out-pointer.
+    let s = unsafe { rope_init(storage.as_mut_ptr().cast(), words * 8, &longrope, &mut out) };
+    assert_eq!(s, ROPE_OVERLAPPING_BUFFERS);
+    assert!(storage == before && out.is_null(), "a refused rope_init wrote");
+
+    // The caller's f32 table inside the storage.
+    let mut table = base_cfg();
+    table.angle_mode = ROPE_ANGLE_HF_COMPATIBLE;
+    table.inv_freq = storage.as_ptr().wrapping_add(at).cast::<f32>();
+    table.inv_freq_len = PAIRS;
+    // SAFETY: as above.
+    let s = unsafe { rope_init(storage.as_mut_ptr().cast(), words * 8, &table, &mut out) };
+    assert_eq!(s, ROPE_OVERLAPPING_BUFFERS);
+    assert!(storage == before && out.is_null(), "a refused rope_init wrote");
+    // SAFETY: the handle is still the one built above.
+    assert_eq!(unsafe { rope_pairs(h, &mut pairs) }, ROPE_OK);
+
+    // Valid parameters whose frequency leaves [0, 2^95] only once computed: refused before
+    // anything is written.
+    let mut tiny = base_cfg();
+    tiny.scaling.rope_type = ROPE_SCALING_LINEAR;
+    tiny.scaling.factor = 1e-30;
+    // SAFETY: as above.
+    let s = unsafe { rope_init(storage.as_mut_ptr().cast(), words * 8, &tiny, &mut out) };
+    assert_eq!(s, ROPE_INVALID_SCALING_PARAMETER);
+    assert!(storage == before && out.is_null(), "a refused rope_init wrote");
+    // SAFETY: the handle is still the one built above.
+    assert_eq!(unsafe { rope_pairs(h, &mut pairs) }, ROPE_OK);
+}
