@@ -109,8 +109,12 @@ impl RopeState {
         }
         let sets = sets_of(&params.scaling);
         let mut attention_factor = [1.0; 2];
-        // LongRoPE: set 0 short (seq_len 0), set 1 long (any length above the original).
-        let seq_lens = [0, u64::MAX];
+        // LongRoPE: set 0 short (seq_len 0), set 1 that of the longest call there can be
+        // (`2^32` positions: the long factors above the original length), the lengths
+        // `check` validated. (`u64::MAX` would need the long factors even where no call can
+        // reach them, original length >= 2^32, and refuse what `check` and `Rope::new`
+        // accept: found by the `capi` fuzz target.)
+        let seq_lens = [0, 1 << 32];
         for (set, (c64, c32)) in
             f64s.chunks_exact_mut(F64_TABLES * pairs).zip(f32s.chunks_exact_mut(pairs)).enumerate()
         {
