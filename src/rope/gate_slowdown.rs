@@ -79,11 +79,11 @@ pub(super) unsafe fn extra_pass<T: Element>(p: &TokenParams<'_>, tensors: &Tenso
                     inverse: false,
                     prefetch: false,
                 };
-                // SAFETY: heads h..h + n of token t are rows of a validated view: readable
-                // (caller contract) and pairwise disjoint; their `row` elements go to rows
-                // 0..n of `scratch` (n <= GROUP, row <= MAX_ROTARY_DIM; writable, if
-                // uninitialised), on the stack, so apart from the caller's buffer; the
-                // kernels came from the dispatcher (caller contract).
+                // Heads h..h + n of token t are rows of a validated view: readable (caller
+                // contract) and pairwise disjoint; their `row` elements go to rows 0..n of
+                // `scratch` (n <= GROUP, row <= MAX_ROTARY_DIM; writable, if uninitialised),
+                // on the stack, so apart from the caller's buffer.
+                // SAFETY: as just said; the kernels came from the dispatcher (contract).
                 unsafe { rotate(&args) };
                 h += n;
                 extra -= n;
