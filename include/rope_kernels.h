@@ -254,7 +254,7 @@ typedef struct rope_scaling {
      */
     double attention_factor;
     /**
-     * Llama 3 `low_freq_factor` (default 1), finite, > 0, < `high_freq_factor`.
+     * Llama 3 `low_freq_factor` (default 1), finite, > 0, ≤ `high_freq_factor`.
      */
     double low_freq_factor;
     /**

@@ -330,10 +330,15 @@ pub enum Scaling {
     /// in between, `s = (L_orig / w_i - low_freq_factor) / (high_freq_factor -
     /// low_freq_factor)` and `inv_freq[i] = (1 - s) * b_i / factor + s * b_i`. Attention
     /// factor 1.
+    ///
+    /// `low_freq_factor == high_freq_factor` (Llama 4 Scout: both 1) has no blend band:
+    /// `w_i > L_orig / low_freq_factor` gives `b_i / factor`, every other pair keeps `b_i`.
+    /// (At `w_i == L_orig / low_freq_factor` exactly, HF's smooth formula is `0 / 0`, NaN;
+    /// this crate keeps `b_i` there, the limit of the band from the high-frequency side.)
     Llama3 {
         /// Finite and > 0.
         factor: f64,
-        /// Finite, > 0 and < `high_freq_factor`.
+        /// Finite, > 0 and ≤ `high_freq_factor`.
         low_freq_factor: f64,
         /// Finite.
         high_freq_factor: f64,
@@ -502,7 +507,7 @@ impl ScalingRef<'_> {
     /// `"short_factor"`, `"long_factor"`, `"freq_factors"`, `"partial_rotary_factor"` for
     /// a value that is not finite or out of its domain (factors ≤ 0, lengths of 0, arrays
     /// whose length is not `rotary_dim / 2`, `beta_fast <= beta_slow`,
-    /// `low_freq_factor >= high_freq_factor`, an mscale pair whose attention factor is not
+    /// `low_freq_factor > high_freq_factor`, an mscale pair whose attention factor is not
     /// finite and > 0), and `"rotary_dim"` for NTK scaling with `rotary_dim <= 2`.
     pub fn validate(&self, rotary_dim: usize) -> Result<(), RopeError> {
         let pairs = rotary_dim / 2;
@@ -546,7 +551,8 @@ impl ScalingRef<'_> {
                 positive_finite(*factor, "factor")?;
                 positive_finite(*low_freq_factor, "low_freq_factor")?;
                 finite(*high_freq_factor, "high_freq_factor")?;
-                if low_freq_factor >= high_freq_factor {
+                // Equal factors (Llama 4) are a band of width 0; see `Scaling::Llama3`.
+                if low_freq_factor > high_freq_factor {
                     return Err(RopeError::InvalidScalingParameter { name: "low_freq_factor" });
                 }
                 nonzero(*original_max_position_embeddings, "original_max_position_embeddings")
@@ -908,6 +914,9 @@ fn for_each_inv_freq(
                     b
                 } else if wavelen > low_freq_wavelen {
                     b / factor
+                } else if low_freq_factor == high_freq_factor {
+                    // No blend band (Llama 4): the smooth formula would be 0 / 0.
+                    b
                 } else {
                     let smooth = (orig / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
                     (1.0 - smooth) * b / factor + smooth * b

@@ -3,8 +3,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use rope_kernels::{
-    AngleMode, Apply, Frequencies, HeadsMut, LongRopeParams, Rope, RopeConfig, RopeError, Scaling, View,
-    YarnParams, MAX_PAIRS,
+    AngleMode, Apply, Frequencies, HeadsMut, Layout, LongRopeParams, Rope, RopeConfig, RopeError, Scaling,
+    View, YarnParams, MAX_PAIRS,
 };
 
 fn freqs(head_dim: usize, theta: f64, scaling: Scaling, seq_len: u64) -> Frequencies {
@@ -407,7 +407,6 @@ fn llama3_errors() {
     }
     check(128, 5e5, l(8.0, 1.0, f64::NAN, 8192), "high_freq_factor");
     check(128, 5e5, l(8.0, 1.0, f64::INFINITY, 8192), "high_freq_factor");
-    check(128, 5e5, l(8.0, 4.0, 4.0, 8192), "low_freq_factor");
     check(128, 5e5, l(8.0, 4.0, 1.0, 8192), "low_freq_factor");
     check(128, 5e5, l(8.0, 1.0, 4.0, 0), "original_max_position_embeddings");
 }
@@ -485,4 +484,31 @@ fn error_display_names_the_parameter() {
         RopeError::InvFreqLength { expected: 64, len: 3 }.to_string(),
         "inv_freq table has 3 entries, expected rotary_dim / 2 = 64"
     );
+}
+
+/// Llama 4 Scout: `low_freq_factor == high_freq_factor` has no blend band (HF
+/// `_compute_llama3_parameters`): a wavelength above `L_orig / low` is divided by `factor`,
+/// every other pair is unchanged, and nothing is NaN.
+#[test]
+fn llama3_equal_band_factors() {
+    let scaling = Scaling::Llama3 {
+        factor: 16.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 1.0,
+        original_max_position_embeddings: 8192,
+    };
+    let config = RopeConfig::new(128, 5e5).with_layout(Layout::Interleaved).with_scaling(scaling);
+    let rope = Rope::new(config).unwrap();
+    let (mut divided, mut kept) = (0, 0);
+    for (i, &v) in rope.frequencies().inv_freq().iter().enumerate() {
+        let b = 1.0 / 5e5f64.powf(2.0 * i as f64 / 128.0);
+        let want = if 2.0 * std::f64::consts::PI / b > 8192.0 { b / 16.0 } else { b };
+        assert!(((v - want) / want).abs() <= 1e-14, "inv_freq[{i}] = {v:e}, want {want:e}");
+        if want == b {
+            kept += 1;
+        } else {
+            divided += 1;
+        }
+    }
+    assert!(kept > 0 && divided > 0, "both bands occur ({kept} kept, {divided} divided)");
 }

@@ -93,7 +93,7 @@ pub struct rope_scaling {
     pub mscale_all_dim: f64,
     /// YaRN, LongRoPE: explicit attention factor, when `has_attention_factor`.
     pub attention_factor: f64,
-    /// Llama 3 `low_freq_factor` (default 1), finite, > 0, < `high_freq_factor`.
+    /// Llama 3 `low_freq_factor` (default 1), finite, > 0, ≤ `high_freq_factor`.
     pub low_freq_factor: f64,
     /// Llama 3 `high_freq_factor` (default 4), finite.
     pub high_freq_factor: f64,
