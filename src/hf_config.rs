@@ -222,7 +222,6 @@ pub struct LayerRope {
 /// For text tokens the three streams are equal, and MRoPE equals plain RoPE at that
 /// position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct MropeSpec {
     /// `mrope_section` `[s_t, s_h, s_w]`, in pairs; sums to `rotary_dim / 2`.
     pub mrope_section: [usize; 3],

@@ -1,7 +1,7 @@
 //! The `config.json` loader: every real config in tests/data/configs, and malformed input.
 #![cfg(feature = "hf-config")]
 
-use rope_kernels::hf_config::{ConfigError, ModelConfig};
+use rope_kernels::hf_config::{ConfigError, LayerType, ModelConfig, MropeSpec, VisionAxis};
 use rope_kernels::{Frequencies, Layout, Rope, RopeError, Scaling};
 
 fn load(name: &str) -> ModelConfig {
@@ -529,4 +529,307 @@ fn invalid_values_name_the_field() {
 fn io_error_names_the_path() {
     let e = ModelConfig::from_path("/nonexistent/config.json").unwrap_err();
     assert!(matches!(&e, ConfigError::Io { path, .. } if path == "/nonexistent/config.json"), "{e:?}");
+}
+
+fn conflict_field(json: &str) -> String {
+    match parse_err(json) {
+        ConfigError::Conflict { field, message } => {
+            assert!(!message.is_empty());
+            field
+        }
+        other => panic!("{json}: not a conflict: {other:?}"),
+    }
+}
+
+/// Issue 15: the re-saved Qwen2.5-VL form (`rope_type: default` + `mrope_section`) is
+/// MRoPE, not plain 1-D RoPE; so are `type: mrope` and Qwen3-VL's interleaved form.
+#[test]
+fn mrope_is_read_in_every_spelling() {
+    let m = ModelConfig::from_json_str(&with(
+        r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.mrope, Some(MropeSpec { mrope_section: [16, 24, 24], interleaved: false }));
+    assert_eq!((m.rope.scaling.clone(), m.scaling_name.as_str()), (Scaling::None, "mrope"));
+    let m = ModelConfig::from_json_str(&with(
+        r#""rope_parameters": {"rope_type": "default", "mrope_section": [16, 24, 24], "rope_theta": 1e6}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.mrope.map(|s| s.mrope_section), Some([16, 24, 24]));
+    let m = load("qwen2.5-vl-7b-instruct-resaved.json");
+    assert_eq!(m.mrope, Some(MropeSpec { mrope_section: [16, 24, 24], interleaved: false }));
+    let m = load("qwen3-vl-8b-instruct-published.json");
+    assert_eq!(m.mrope, Some(MropeSpec { mrope_section: [24, 20, 20], interleaved: true }));
+    assert!(load("qwen3-8b-published.json").mrope.is_none());
+}
+
+#[test]
+fn mrope_errors_name_the_field() {
+    // Sum of the sections: rotary_dim / 2 = 64.
+    assert_eq!(
+        conflict_field(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}"#)),
+        "rope_scaling.mrope_section"
+    );
+    // A scaling type that cannot carry MRoPE.
+    assert_eq!(
+        conflict_field(&with(
+            r#""rope_scaling": {"rope_type": "linear", "factor": 2, "mrope_section": [16, 24, 24]}"#
+        )),
+        "rope_scaling.mrope_section"
+    );
+    assert_eq!(
+        conflict_field(&with(
+            r#""rope_scaling": {"rope_type": "yarn", "type": "mrope", "factor": 2, "original_max_position_embeddings": 4096, "mrope_section": [16, 24, 24]}"#
+        )),
+        "rope_scaling.mrope_section"
+    );
+    // A layout that cannot carry it (Llama 4 rotates interleaved pairs).
+    assert_eq!(
+        conflict_field(
+            r#"{"model_type": "llama4_text", "head_dim": 128, "num_attention_heads": 8,
+                "rope_scaling": {"rope_type": "default", "mrope_section": [16, 24, 24]}}"#
+        ),
+        "rope_scaling.mrope_section"
+    );
+    // Partial rotary: MRoPE rotates the whole head.
+    assert_eq!(
+        conflict_field(&with(
+            r#""partial_rotary_factor": 0.5, "rope_scaling": {"type": "mrope", "mrope_section": [8, 12, 12]}"#
+        )),
+        "rope_scaling.mrope_section"
+    );
+    // Interleaved sections must fit the 64 pairs: h at 1, 4, .. < 3 * 40.
+    assert_eq!(
+        conflict_field(&with(
+            r#""rope_scaling": {"rope_type": "default", "mrope_interleaved": true, "mrope_section": [4, 40, 20]}"#
+        )),
+        "rope_scaling.mrope_section"
+    );
+    assert_eq!(
+        parse_err(&with(r#""rope_scaling": {"type": "mrope"}"#)),
+        missing("rope_scaling.mrope_section")
+    );
+    assert_eq!(
+        parse_err(&with(r#""rope_scaling": {"rope_type": "default", "mrope_interleaved": true}"#)),
+        missing("rope_scaling.mrope_section")
+    );
+    assert_eq!(
+        parse_err(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [32, 32]}"#)),
+        malformed("rope_scaling.mrope_section", "an array of 3 non-negative integers")
+    );
+    assert_eq!(
+        parse_err(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, -24, 24]}"#)),
+        malformed("rope_scaling.mrope_section", "an array of 3 non-negative integers")
+    );
+    let e = parse_err(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}"#));
+    assert!(
+        e.to_string()
+            .starts_with("field `rope_scaling.mrope_section`: [16, 24, 16] must sum to rotary_dim / 2 = 64"),
+        "{e}"
+    );
+}
+
+/// An untyped rope dict with a parameter, and `rotary_dim` against `partial_rotary_factor`.
+#[test]
+fn strictness_errors_name_the_field() {
+    assert_eq!(conflict_field(&with(r#""rope_scaling": {"factor": 8}"#)), "rope_scaling.factor");
+    assert_eq!(
+        conflict_field(
+            r#"{"model_type": "gemma3", "text_config": {"head_dim": 128, "num_attention_heads": 8, "rope_parameters": {"factor": 8}}}"#
+        ),
+        "text_config.rope_parameters.factor"
+    );
+    // Untyped with only theta: the default method.
+    let m = ModelConfig::from_json_str(&with(r#""rope_parameters": {"rope_theta": 5e5}"#)).unwrap();
+    assert_eq!((m.rope.theta, m.rope.scaling.clone()), (5e5, Scaling::None));
+    // rotary_dim 64 with partial_rotary_factor 0.25 of head_dim 128 (= 32), and rotary_pct.
+    assert_eq!(conflict_field(&with(r#""rotary_dim": 64, "partial_rotary_factor": 0.25"#)), "rotary_dim");
+    assert_eq!(conflict_field(&with(r#""rotary_dim": 64, "rotary_pct": 0.25"#)), "rotary_dim");
+    let m = ModelConfig::from_json_str(&with(r#""rotary_dim": 32, "partial_rotary_factor": 0.25"#)).unwrap();
+    assert_eq!(m.rope.rotary_dim, 32);
+    // Lists whose length is not the layer count.
+    assert_eq!(
+        conflict_field(&with(r#""num_hidden_layers": 4, "layer_types": ["full_attention"]"#)),
+        "layer_types"
+    );
+    assert_eq!(
+        conflict_field(
+            r#"{"model_type": "llama4_text", "head_dim": 128, "num_attention_heads": 8, "num_hidden_layers": 4, "no_rope_layers": [1, 0]}"#
+        ),
+        "no_rope_layers"
+    );
+    assert_eq!(
+        parse_err(&with(r#""no_rope_layers": [1, 2]"#)),
+        malformed("no_rope_layers", "an array of 0 and 1")
+    );
+    assert_eq!(parse_err(&with(r#""text_config": 3"#)), malformed("text_config", "an object or null"));
+}
+
+/// Unknown keys in a rope dict are warnings the caller can read, not errors.
+#[test]
+fn unknown_rope_keys_are_warnings() {
+    let m = ModelConfig::from_json_str(&with(
+        r#""rope_scaling": {"rope_type": "linear", "factor": 2, "foo": 1}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.warnings(), ["rope_scaling.foo: not read by rope type `linear`; ignored"]);
+    let m = ModelConfig::from_json_str(&with(r#""rope_scaling": {"rope_type": "default", "factor": 2}"#))
+        .unwrap();
+    assert_eq!(m.warnings(), ["rope_scaling.factor: not read by rope type `default`; ignored"]);
+    assert_eq!(m.rope.scaling, Scaling::None);
+    // Every shipped config loads without a warning.
+    for (file, ..) in EXPECTED {
+        assert_eq!(load(file).warnings(), [] as [String; 0], "{file}");
+    }
+}
+
+/// Gemma 2/3 and transformers 5 `rope_parameters` keyed by layer type.
+#[test]
+fn per_layer_type_rope() {
+    // Gemma 3 27B as published: no rope_theta, no rope_local_base_freq (defaults 1e6 and
+    // 1e4), linear x8 on the full layers only, every 6th layer full.
+    for file in ["gemma-3-27b-it-published.json", "gemma-3-27b-it-resaved.json"] {
+        let m = load(file);
+        assert_eq!(m.layer_types.len(), 62, "{file}");
+        assert_eq!(m.max_position_embeddings, Some(131_072), "{file}");
+        for i in 0..62 {
+            let r = m.rope_for_layer(i).unwrap();
+            if (i + 1) % 6 == 0 {
+                assert_eq!(m.layer_types[i], LayerType::FullAttention);
+                assert_eq!(
+                    (r.theta, r.scaling.clone()),
+                    (1e6, Scaling::Linear { factor: 8.0 }),
+                    "{file} {i}"
+                );
+            } else {
+                assert_eq!(m.layer_types[i], LayerType::SlidingAttention);
+                assert_eq!((r.theta, r.scaling.clone()), (1e4, Scaling::None), "{file} {i}");
+            }
+        }
+        assert!(m.rope_for_layer(62).is_none());
+        assert_eq!(m.rope_for_layer_type(&LayerType::SlidingAttention).map(|r| r.theta), Some(1e4));
+    }
+    // Gemma 3 1B's explicit fields give the same as its re-saved keyed form.
+    let (a, b) = (load("gemma-3-1b-it-published.json"), load("gemma-3-1b-it-resaved.json"));
+    assert_eq!(
+        (a.layer_types.clone(), a.layer_ropes.clone()),
+        (b.layer_types.clone(), b.layer_ropes.clone())
+    );
+    // Gemma 2: every other layer slides, with the same theta.
+    let m = ModelConfig::from_json_str(
+        r#"{"model_type": "gemma2", "head_dim": 256, "num_attention_heads": 8, "num_hidden_layers": 4}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        m.layer_types,
+        [
+            LayerType::SlidingAttention,
+            LayerType::FullAttention,
+            LayerType::SlidingAttention,
+            LayerType::FullAttention
+        ]
+    );
+    assert_eq!(m.rope_for_layer(0), m.rope_for_layer(1));
+    // A keyed dict must cover every layer type.
+    assert_eq!(
+        parse_err(&with(
+            r#""layer_types": ["full_attention", "sliding_attention"], "rope_parameters": {"full_attention": {"rope_type": "default"}}"#
+        )),
+        missing("rope_parameters.sliding_attention")
+    );
+    // Errors inside an entry name it.
+    assert_eq!(
+        parse_err(&with(
+            r#""rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 0}, "sliding_attention": {"rope_type": "default"}}"#
+        )),
+        invalid(
+            "rope_parameters.full_attention.factor",
+            RopeError::InvalidScalingParameter { name: "factor" }
+        )
+    );
+    // Nested names carry the path.
+    assert_eq!(
+        parse_err(
+            r#"{"model_type": "gemma3", "text_config": {"head_dim": 128, "num_attention_heads": 8, "rope_scaling": {"rope_type": "linear"}}}"#
+        ),
+        missing("text_config.rope_scaling.factor")
+    );
+    assert_eq!(
+        parse_err(r#"{"model_type": "gemma3", "text_config": {"head_dim": 128}}"#),
+        missing("text_config.num_attention_heads")
+    );
+}
+
+/// Llama 4: interleaved pairs, llama3 with low == high, every 4th layer without RoPE.
+#[test]
+fn llama4_text() {
+    for file in
+        ["llama-4-scout-17b-16e-instruct-published.json", "llama-4-scout-17b-16e-instruct-resaved.json"]
+    {
+        let m = load(file);
+        assert_eq!(m.rope.layout, Layout::Interleaved, "{file}");
+        assert_eq!(
+            m.rope.scaling,
+            Scaling::Llama3 {
+                factor: 16.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 1.0,
+                original_max_position_embeddings: 8192
+            }
+        );
+        let uses: Vec<bool> = (0..48).map(|i| m.uses_rope(i)).collect();
+        assert_eq!(uses, (0..48).map(|i| (i + 1) % 4 != 0).collect::<Vec<_>>(), "{file}");
+        assert!(m.rope_for_layer(3).is_none() && m.rope_for_layer(2).is_some());
+        assert_eq!(m.use_qk_norm, Some(true));
+        assert_eq!(m.rms_norm_eps, Some(1e-5));
+    }
+    // The default pattern follows `no_rope_layer_interval`.
+    let m = ModelConfig::from_json_str(
+        r#"{"model_type": "llama4_text", "head_dim": 64, "num_attention_heads": 4, "num_hidden_layers": 6, "no_rope_layer_interval": 2}"#,
+    )
+    .unwrap();
+    assert_eq!(m.layers_without_rope(), [1, 3, 5]);
+}
+
+/// Vision RoPE from `vision_config`.
+#[test]
+fn vision_rope() {
+    let v = load("qwen2-vl-7b-instruct-published.json").vision.unwrap();
+    assert_eq!((v.head_dim, v.num_heads, v.theta, v.layout), (80, 16, 1e4, Layout::HalfSplit));
+    assert_eq!(
+        (v.axes, v.position_offset, v.spatial_merge_size),
+        ([VisionAxis::Row, VisionAxis::Col], 0, Some(2))
+    );
+    assert_eq!(v.freqs_per_axis(), 20);
+    let inv = v.inv_freq();
+    assert!((inv[1] - 1e4f64.powf(-2.0 / 40.0)).abs() < 1e-15);
+    assert_eq!(load("qwen2.5-vl-7b-instruct-published.json").vision.unwrap().head_dim, 80);
+    assert_eq!(load("qwen3-vl-8b-instruct-resaved.json").vision.unwrap().head_dim, 72);
+    let v = load("llama-4-scout-17b-16e-instruct-resaved.json").vision.unwrap();
+    assert_eq!(
+        (v.head_dim, v.layout, v.axes, v.position_offset),
+        (88, Layout::Interleaved, [VisionAxis::Col, VisionAxis::Row], 1)
+    );
+    assert_eq!(v.grid_size, Some(24));
+    // SigLIP (Gemma 3) has learned positions: no vision RoPE, no warning.
+    let m = load("gemma-3-27b-it-published.json");
+    assert!(m.vision.is_none() && m.warnings().is_empty());
+    let qwen = |vision: &str| {
+        format!(
+            r#"{{"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28, "vision_config": {vision}}}"#
+        )
+    };
+    assert_eq!(parse_err(&qwen(r#"{"embed_dim": 1280}"#)), missing("vision_config.num_heads"));
+    assert_eq!(
+        parse_err(&qwen(r#"{"embed_dim": 1240, "num_heads": 20}"#)),
+        malformed("vision_config.embed_dim", "num_heads times a multiple of 4 (two axes of pairs per head)")
+    );
+    assert_eq!(
+        parse_err(&qwen(r#"{"embed_dim": 1280, "num_heads": 16, "rope_parameters": {"rope_type": "yarn"}}"#)),
+        ConfigError::UnsupportedRopeType { rope_type: "yarn".to_string() }
+    );
+    assert_eq!(
+        parse_err(&qwen(r#"{"embed_dim": 1280, "num_heads": 16, "rope_theta": -1}"#)),
+        invalid("vision_config.rope_theta", RopeError::InvalidTheta)
+    );
 }
