@@ -6,9 +6,14 @@
 //! ```
 //!
 //! Derives heads, kv heads, head_dim, rotary_dim, layout and scaling with
-//! [`rope_kernels::hf_config`], runs a prefill of 2048 tokens and 256 single-token decode
-//! steps on random q/k (q and k heads in one `apply_qk` call, GQA), checks every output
-//! element against an f64 evaluation of the rotation, and prints the error and the speed.
+//! [`rope_kernels::hf_config`] and prints what each layer type applies (Gemma 3: sliding
+//! and full layers; Llama 4: the layers without RoPE), the MRoPE sections and the vision
+//! RoPE of multimodal models, and the warnings of the load. Then, for each distinct RoPE
+//! configuration, runs a prefill of 2048 tokens and 256 single-token decode steps on random
+//! q/k (q and k heads in one `apply_qk` call, GQA), checks every output element against an
+//! f64 evaluation of the rotation, and prints the error and the speed. For MRoPE models it
+//! runs the text RoPE (text tokens have t = h = w, where MRoPE is plain RoPE); the MRoPE
+//! and vision kernels are not run here.
 //! Exits with status 2 when the config cannot be used (one line naming the reason, e.g. an
 //! unsupported scaling type), and 1 for a bad argument, a failed call or an error above
 //! `1e-5 * max(1, attention_factor)`.
@@ -18,7 +23,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rope_kernels::hf_config::ModelConfig;
-use rope_kernels::{Apply, HeadsMut, Layout, Rope, View};
+use rope_kernels::{Apply, HeadsMut, Layout, Rope, RopeConfig, View};
 
 const EMBEDDED_CONFIG: &str = include_str!("../../tests/data/configs/llama-3.1-8b.json");
 const PREFILL_TOKENS: usize = 2048;
@@ -118,41 +123,141 @@ fn run() -> Result<(), Failure> {
             ModelConfig::from_json_str(EMBEDDED_CONFIG).map_err(|e| Failure::ConfigRefused(e.to_string()))?,
         ),
     };
-    let rope = Rope::new(model.rope.clone()).map_err(|e| Failure::ConfigRefused(format!("{source}: {e}")))?;
-    let cfg = rope.config();
-    let attention_factor = rope.frequencies().attention_factor();
-
     println!("model:     {} ({source})", model.model_type);
-    println!("layout:    {}", layout_name(cfg.layout));
+    if model.text_model_type != model.model_type {
+        println!("text:      {} (text_config)", model.text_model_type);
+    }
     let nope = if model.nope_head_dim > 0 {
         format!(" (+ {} unrotated, MLA)", model.nope_head_dim)
     } else {
         String::new()
     };
     println!(
-        "dims:      head_dim {}{nope}, rotary_dim {}, heads {}, kv heads {}",
-        model.head_dim, cfg.rotary_dim, model.num_attention_heads, model.num_key_value_heads
-    );
-    let spelled = if model.scaling_name != cfg.scaling.name() {
-        format!(" (`{}`)", model.scaling_name)
-    } else {
-        String::new()
-    };
-    println!(
-        "scaling:   {}{spelled}, attention_factor {attention_factor:.7}, theta {}",
-        cfg.scaling.name(),
-        cfg.theta
+        "dims:      head_dim {}{nope}, heads {}, kv heads {}{}",
+        model.head_dim,
+        model.num_attention_heads,
+        model.num_key_value_heads,
+        model.num_hidden_layers.map(|n| format!(", {n} layers")).unwrap_or_default()
     );
     println!("tier:      {}", rope_kernels::dispatch::active_tier());
+    for w in model.warnings() {
+        println!("warning:   {w}");
+    }
+
+    // What each layer type applies, then one prefill/decode run per distinct configuration.
+    let mut runs: Vec<(String, RopeConfig, String)> = Vec::new();
+    for l in &model.layer_ropes {
+        let layers: Vec<usize> = model.layers_of_type(&l.layer_type).collect();
+        let which = if model.layer_types.is_empty() {
+            "every layer".to_string()
+        } else {
+            format!("layers {}", layer_list(&layers))
+        };
+        let rope_layers: Vec<usize> = layers.iter().copied().filter(|&i| model.uses_rope(i)).collect();
+        if !model.layer_types.is_empty() && rope_layers.is_empty() {
+            println!("{} ({which}): no RoPE (no_rope_layers)", l.layer_type);
+            continue;
+        }
+        let rope = Rope::new(l.rope.clone()).map_err(|e| Failure::ConfigRefused(format!("{source}: {e}")))?;
+        let line = describe(&rope, &l.scaling_name);
+        println!("{} ({which}): {line}", l.layer_type);
+        match runs.iter().position(|(_, c, _)| *c == l.rope) {
+            Some(i) => runs[i].0 += &format!(", {}", l.layer_type),
+            None => runs.push((l.layer_type.to_string(), l.rope.clone(), line)),
+        }
+    }
+    let without = model.layers_without_rope();
+    if !without.is_empty() {
+        println!("layers without RoPE (no_rope_layers): {}", layer_list(&without));
+    }
+    if let Some(q) = model.use_qk_norm {
+        let eps = model.rms_norm_eps.map(|e| format!(", rms_norm_eps {e:e}")).unwrap_or_default();
+        println!("qk norm:   use_qk_norm {q}{eps} (a separate pass; not run here)");
+    }
+    if let Some(m) = &model.mrope {
+        let kind = if m.interleaved { "interleaved (Qwen3-VL, ggml IMROPE)" } else { "sectioned (Qwen2-VL)" };
+        println!(
+            "MRoPE:     mrope_section {:?} {kind} (kernels: see mrope); text tokens have t = h = w, \
+             where MRoPE equals the plain RoPE run below",
+            m.mrope_section
+        );
+    }
+    if let Some(v) = &model.vision {
+        let axes = match v.axes[0] {
+            rope_kernels::hf_config::VisionAxis::Row => "rows then columns",
+            rope_kernels::hf_config::VisionAxis::Col => "columns then rows",
+        };
+        let merge = v.spatial_merge_size.map(|m| format!(", spatial_merge_size {m}")).unwrap_or_default();
+        println!(
+            "vision:    {}: head_dim {}, {} heads, 2-D RoPE theta {}, {} frequencies per axis, {axes}, \
+             position offset {}, {}{merge} (kernels: see vision RoPE; not run here)",
+            v.model_type,
+            v.head_dim,
+            v.num_heads,
+            v.theta,
+            v.freqs_per_axis(),
+            v.position_offset,
+            layout_name(v.layout)
+        );
+    }
 
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    for (label, config, line) in &runs {
+        if runs.len() > 1 {
+            println!("-- {label}: {line}");
+        }
+        let rope = Rope::new(config.clone()).map_err(|e| Failure::ConfigRefused(format!("{source}: {e}")))?;
+        exercise(&rope, &model, &mut rng)?;
+    }
+    Ok(())
+}
+
+/// `theta .. rotary_dim .. layout .. scaling` of one configuration.
+fn describe(rope: &Rope, scaling_name: &str) -> String {
+    let cfg = rope.config();
+    let spelled =
+        if scaling_name != cfg.scaling.name() { format!(" (`{scaling_name}`)") } else { String::new() };
+    let factor = match &cfg.scaling {
+        rope_kernels::Scaling::Linear { factor } => format!(" x{factor}"),
+        _ => String::new(),
+    };
+    format!(
+        "theta {}, rotary_dim {}, {}, scaling {}{factor}{spelled}, attention_factor {:.7}",
+        cfg.theta,
+        cfg.rotary_dim,
+        layout_name(cfg.layout),
+        cfg.scaling.name(),
+        rope.frequencies().attention_factor()
+    )
+}
+
+/// `0-4,6-10,12` (at most 6 runs, then the count).
+fn layer_list(layers: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &l in layers {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == l => *end = l,
+            _ => runs.push((l, l)),
+        }
+    }
+    let mut parts: Vec<String> =
+        runs.iter().take(6).map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    if runs.len() > 6 {
+        parts.push(format!("... ({} layers)", layers.len()));
+    }
+    parts.join(",")
+}
+
+/// Prefill and decode with one configuration on the model's shapes, checked in f64.
+fn exercise(rope: &Rope, model: &ModelConfig, rng: &mut XorShift) -> Result<(), Failure> {
+    let attention_factor = rope.frequencies().attention_factor();
     let (heads, kv, nope, hd) =
         (model.num_attention_heads, model.num_key_value_heads, model.nope_head_dim, model.head_dim);
     let bound = 1e-5 * attention_factor.max(1.0);
 
     // Prefill: positions 0..2048 in one call.
-    let q_in = Tensor::random(PREFILL_TOKENS, heads, nope, hd, &mut rng);
-    let k_in = Tensor::random(PREFILL_TOKENS, kv, nope, hd, &mut rng);
+    let q_in = Tensor::random(PREFILL_TOKENS, heads, nope, hd, rng);
+    let k_in = Tensor::random(PREFILL_TOKENS, kv, nope, hd, rng);
     let (mut q, mut k) = (q_in.clone(), k_in.clone());
     let mut best = Duration::MAX;
     for _ in 0..REPS {
@@ -165,14 +270,14 @@ fn run() -> Result<(), Failure> {
     }
     let mut prefill_err = 0.0f64;
     for (input, output) in [(&q_in, &q), (&k_in, &k)] {
-        prefill_err = prefill_err.max(max_error(&rope, input, output, 0..PREFILL_TOKENS, 0)?);
+        prefill_err = prefill_err.max(max_error(rope, input, output, 0..PREFILL_TOKENS, 0)?);
     }
     let per_token = q.rotary_elems_per_token() + k.rotary_elems_per_token();
     report("prefill", PREFILL_TOKENS, per_token, best, prefill_err);
 
     // Decode: 256 calls of one token at positions 2048, 2049, ...
-    let dq_in = Tensor::random(DECODE_STEPS, heads, nope, hd, &mut rng);
-    let dk_in = Tensor::random(DECODE_STEPS, kv, nope, hd, &mut rng);
+    let dq_in = Tensor::random(DECODE_STEPS, heads, nope, hd, rng);
+    let dk_in = Tensor::random(DECODE_STEPS, kv, nope, hd, rng);
     let (mut dq, mut dk) = (dq_in.clone(), dk_in.clone());
     let mut best = Duration::MAX;
     for _ in 0..REPS {
@@ -189,7 +294,7 @@ fn run() -> Result<(), Failure> {
     let mut decode_err = 0.0f64;
     for (input, output) in [(&dq_in, &dq), (&dk_in, &dk)] {
         for s in 0..DECODE_STEPS {
-            decode_err = decode_err.max(max_error(&rope, input, output, s..s + 1, PREFILL_TOKENS + s)?);
+            decode_err = decode_err.max(max_error(rope, input, output, s..s + 1, PREFILL_TOKENS + s)?);
         }
     }
     report("decode", DECODE_STEPS, per_token, best, decode_err);
