@@ -5,10 +5,17 @@
 //! 0, 1 and the last of the context, and past LongRoPE's original length) succeeds with
 //! finite output and untouched pass-through dimensions. Error messages must format.
 //!
+//! Every layer type's configuration builds a `Rope` too, `rope_for_layer` answers for every
+//! layer, MRoPE sections sum to `rotary_dim / 2`, a vision head is a multiple of 4, and the
+//! warnings format.
+//!
 //! Input: the first byte picks the mode. Even: the rest is the text (lossy UTF-8). Odd: a
-//! structured mutation of one of the real configs in `tests/data/configs`: the next byte
-//! picks the file, then each 3-byte group `(op, key, value)` sets or removes a field the
-//! loader reads (top level or in the rope dict) with a value from [`VALUES`].
+//! structured mutation of one of the real configs in `tests/data/configs` ([`CONFIGS`], then
+//! the nested multimodal / per-layer-type ones, [`NESTED_CONFIGS`]): the next byte picks the
+//! file, then each 3-byte group `(op, key, value)` sets or removes a field the loader reads
+//! (in the text part, i.e. `text_config` when the file has one, or its rope dict; with
+//! `key & 0x80` the outermost object, with `key & 0x40` `vision_config`) with a value from
+//! [`value`].
 
 use rope_kernels::hf_config::ModelConfig;
 use rope_kernels::{Apply, HeadsMut, Rope, Scaling, View};
@@ -30,8 +37,36 @@ pub const CONFIGS: [(&str, &str); 10] = [
     ("qwen2.5-7b-instruct-yarn", include_str!("../data/configs/qwen2.5-7b-instruct-yarn.json")),
 ];
 
-/// Every field the loader reads at the top level.
-pub const TOP_KEYS: [&str; 20] = [
+/// The multimodal and per-layer-type configs (nested `text_config` / `vision_config`,
+/// `rope_parameters` keyed by layer type, MRoPE, Llama 4's `no_rope_layers`); not in
+/// [`CONFIGS`], whose list the other targets' seeds follow.
+pub const NESTED_CONFIGS: [(&str, &str); 14] = [
+    ("gemma-3-1b-it-published", include_str!("../data/configs/gemma-3-1b-it-published.json")),
+    ("gemma-3-1b-it-resaved", include_str!("../data/configs/gemma-3-1b-it-resaved.json")),
+    ("gemma-3-27b-it-published", include_str!("../data/configs/gemma-3-27b-it-published.json")),
+    ("gemma-3-27b-it-resaved", include_str!("../data/configs/gemma-3-27b-it-resaved.json")),
+    (
+        "llama-4-scout-published",
+        include_str!("../data/configs/llama-4-scout-17b-16e-instruct-published.json"),
+    ),
+    ("llama-4-scout-resaved", include_str!("../data/configs/llama-4-scout-17b-16e-instruct-resaved.json")),
+    ("qwen2-vl-7b-published", include_str!("../data/configs/qwen2-vl-7b-instruct-published.json")),
+    ("qwen2-vl-7b-resaved", include_str!("../data/configs/qwen2-vl-7b-instruct-resaved.json")),
+    ("qwen2.5-vl-7b-published", include_str!("../data/configs/qwen2.5-vl-7b-instruct-published.json")),
+    ("qwen2.5-vl-7b-resaved", include_str!("../data/configs/qwen2.5-vl-7b-instruct-resaved.json")),
+    ("qwen3-8b-published", include_str!("../data/configs/qwen3-8b-published.json")),
+    ("qwen3-8b-resaved", include_str!("../data/configs/qwen3-8b-resaved.json")),
+    ("qwen3-vl-8b-published", include_str!("../data/configs/qwen3-vl-8b-instruct-published.json")),
+    ("qwen3-vl-8b-resaved", include_str!("../data/configs/qwen3-vl-8b-instruct-resaved.json")),
+];
+
+/// [`CONFIGS`] then [`NESTED_CONFIGS`]: the files structured inputs mutate.
+pub fn all_configs() -> Vec<(&'static str, &'static str)> {
+    CONFIGS.iter().chain(NESTED_CONFIGS.iter()).copied().collect()
+}
+
+/// Every field the loader reads at the top level (or in `text_config`).
+pub const TOP_KEYS: [&str; 31] = [
     "model_type",
     "num_attention_heads",
     "n_head",
@@ -52,10 +87,36 @@ pub const TOP_KEYS: [&str; 20] = [
     "rope_scaling",
     "rope_parameters",
     "rope_interleave",
+    "text_config",
+    "vision_config",
+    "num_hidden_layers",
+    "layer_types",
+    "sliding_window_pattern",
+    "_sliding_window_pattern",
+    "rope_local_base_freq",
+    "no_rope_layers",
+    "no_rope_layer_interval",
+    "use_qk_norm",
+    "rms_norm_eps",
+];
+
+/// Every field the loader reads in `vision_config`.
+pub const VISION_KEYS: [&str; 11] = [
+    "model_type",
+    "hidden_size",
+    "embed_dim",
+    "num_heads",
+    "num_attention_heads",
+    "rope_theta",
+    "rope_parameters",
+    "spatial_merge_size",
+    "patch_size",
+    "image_size",
+    "rope_scaling",
 ];
 
 /// Every field the loader reads in the rope dict.
-pub const ROPE_KEYS: [&str; 17] = [
+pub const ROPE_KEYS: [&str; 19] = [
     "rope_type",
     "type",
     "factor",
@@ -73,11 +134,13 @@ pub const ROPE_KEYS: [&str; 17] = [
     "short_factor",
     "long_factor",
     "partial_rotary_factor",
+    "mrope_section",
+    "mrope_interleaved",
 ];
 
 /// Values to set: every JSON type, boundary numbers, the rope type names, arrays.
 pub fn value(i: u8, rng: u8) -> Value {
-    match i % 40 {
+    match i % 52 {
         0 => Value::Null,
         1 => json!(true),
         2 => json!(false),
@@ -119,7 +182,25 @@ pub fn value(i: u8, rng: u8) -> Value {
         36 => json!(1e-300),
         37 => json!(1_000_000_000_000u64),
         38 => json!(32),
-        _ => json!(128),
+        39 => json!(128),
+        40 => json!([16, 24, 24]),
+        41 => json!([24, 20, 20]),
+        42 => json!([8, 12, 12]),
+        43 => json!([64, 0, 0]),
+        44 => json!([0, 64, 0]),
+        45 => json!(["sliding_attention", "full_attention"]),
+        46 => Value::Array(
+            (0..usize::from(rng % 8 + 1))
+                .map(|k| json!(if k % 2 == 0 { "sliding_attention" } else { "full_attention" }))
+                .collect(),
+        ),
+        47 => Value::Array((0..usize::from(rng % 64)).map(|k| json!(u8::from(k % 4 != 3))).collect()),
+        48 => json!({"rope_type": "axial", "rope_theta": 10000.0}),
+        49 => {
+            json!({"full_attention": {"rope_type": "linear", "factor": 8.0}, "sliding_attention": {"rope_theta": 1e4}})
+        }
+        50 => json!({"model_type": "qwen2_vl", "embed_dim": 1280, "num_heads": 16}),
+        _ => json!("mrope"),
     }
 }
 
@@ -128,8 +209,19 @@ pub fn mutate(base: &str, ops: &[u8]) -> String {
     let mut v: Value = serde_json::from_str(base).expect("shipped configs are JSON");
     for op in ops.chunks_exact(3) {
         let (kind, key, val) = (op[0], op[1], op[2]);
-        let obj = v.as_object_mut().expect("shipped configs are objects");
-        let in_rope = kind & 1 == 1;
+        let outer = v.as_object_mut().expect("shipped configs are objects");
+        let part = if key & 0x40 != 0 {
+            "vision_config"
+        } else if key & 0x80 == 0 && outer.get("text_config").is_some_and(Value::is_object) {
+            "text_config"
+        } else {
+            ""
+        };
+        let obj = match outer.get_mut(part) {
+            Some(Value::Object(inner)) => inner,
+            _ => outer,
+        };
+        let in_rope = kind & 1 == 1 && part != "vision_config";
         let target: &mut Map<String, Value> = if in_rope {
             let dict = if obj.contains_key("rope_parameters") { "rope_parameters" } else { "rope_scaling" };
             let entry = obj.entry(dict).or_insert_with(|| json!({}));
@@ -140,7 +232,10 @@ pub fn mutate(base: &str, ops: &[u8]) -> String {
         } else {
             obj
         };
-        let name = if in_rope {
+        let key = key & 0x3f;
+        let name = if part == "vision_config" {
+            VISION_KEYS[usize::from(key) % VISION_KEYS.len()]
+        } else if in_rope {
             ROPE_KEYS[usize::from(key) % ROPE_KEYS.len()]
         } else {
             TOP_KEYS[usize::from(key) % TOP_KEYS.len()]
@@ -160,7 +255,8 @@ pub fn text(bytes: &[u8]) -> String {
     if r.u8() & 1 == 0 {
         return String::from_utf8_lossy(r.rest()).into_owned();
     }
-    let (_, base) = CONFIGS[r.below(CONFIGS.len())];
+    let all = all_configs();
+    let (_, base) = all[r.below(all.len())];
     mutate(base, r.rest())
 }
 
@@ -175,6 +271,25 @@ pub fn check(bytes: &[u8]) -> bool {
         }
     };
     let ctx = || format!("{m:?}\nfrom {json}");
+    for w in m.warnings() {
+        assert!(!w.is_empty(), "{}", ctx());
+    }
+    for l in &m.layer_ropes {
+        assert_eq!(l.rope.validate(), Ok(()), "{}: {}", l.layer_type, ctx());
+        assert!(Rope::new(l.rope.clone()).is_ok(), "{}: {}", l.layer_type, ctx());
+    }
+    for i in 0..m.layer_types.len().min(512) + 2 {
+        if let Some(r) = m.rope_for_layer(i) {
+            assert!(m.layer_ropes.iter().any(|l| &l.rope == r) || *r == m.rope, "{}", ctx());
+        }
+    }
+    if let Some(mr) = &m.mrope {
+        assert_eq!(mr.mrope_section.iter().sum::<usize>(), m.rope.rotary_dim / 2, "{}", ctx());
+    }
+    if let Some(v) = &m.vision {
+        assert!(v.head_dim > 0 && v.head_dim % 4 == 0 && v.theta > 0.0, "{}", ctx());
+        assert!(v.inv_freq().iter().all(|f| f.is_finite()), "{}", ctx());
+    }
     assert!(m.num_attention_heads > 0 && m.num_key_value_heads > 0, "{}", ctx());
     assert_eq!(m.num_attention_heads % m.num_key_value_heads, 0, "{}", ctx());
     assert_eq!(m.rope.head_dim, m.head_dim, "{}", ctx());

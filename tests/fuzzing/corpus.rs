@@ -8,7 +8,7 @@ use rope_kernels::hf_config::ModelConfig;
 use rope_kernels::{Layout, Scaling};
 
 use super::capi;
-use super::config_json::CONFIGS;
+use super::config_json::{all_configs, CONFIGS};
 use super::diff::{ConfigSpec, DiffCase, PosSpec, SourceSpec, TensorSpec};
 use super::frequencies::FreqSeed;
 
@@ -26,17 +26,25 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     for (name, bytes) in frequency_seeds() {
         out.push(("frequencies", name, bytes));
     }
-    for (name, text) in CONFIGS {
+    for (name, text) in all_configs() {
         let mut b = vec![0u8];
         b.extend_from_slice(text.as_bytes());
         out.push(("config_json", format!("{name}_text"), b));
     }
-    for (i, (name, _)) in CONFIGS.iter().enumerate() {
+    for (i, (name, _)) in all_configs().iter().enumerate() {
         // Structured mode: set factor to 0, remove rope_type, set rope_theta to 1e-320.
         let ops: &[u8] = &[1, 2, 3, 7, 0, 0, 0, 12, 10];
         let mut b = vec![1u8, i as u8];
         b.extend_from_slice(ops);
         out.push(("config_json", format!("{name}_mutated"), b));
+    }
+    for (i, (name, _)) in all_configs().iter().enumerate().skip(CONFIGS.len()) {
+        // Nested: a wrong mrope_section, a short layer_types list, the Llama 4 no-RoPE
+        // pattern cut short, and a vision head that is not a multiple of 4.
+        let ops: &[u8] = &[1, 17, 42, 0, 23, 45, 8, 27, 47, 0, 0x40 | 3, 39];
+        let mut b = vec![1u8, i as u8];
+        b.extend_from_slice(ops);
+        out.push(("config_json", format!("{name}_nested"), b));
     }
     for (name, bytes) in capi::seeds::seeds() {
         out.push(("capi", name, bytes));
