@@ -90,7 +90,7 @@ use std::vec::Vec;
 
 use serde_json::{Map, Value};
 
-use crate::config::{AngleMode, Layout, RopeConfig};
+use crate::config::{AngleMode, Layout, RopeConfig, MAX_ROTARY_DIM};
 use crate::error::RopeError;
 use crate::freq::{LongRopeParams, Scaling, YarnParams};
 
@@ -126,7 +126,7 @@ pub struct ModelConfig {
     /// absent; e.g. `"su"`, whose method is [`Scaling::LongRope`], or `"mrope"`;
     /// `rope.scaling.name()` gives the canonical name).
     pub scaling_name: String,
-    /// `num_hidden_layers`, if present.
+    /// `num_hidden_layers`, if present (at most 65536).
     pub num_hidden_layers: Option<usize>,
     /// The attention type of each layer (`layer_types`, or the model type's pattern; see
     /// the module docs); empty when the file gives neither `layer_types` nor
@@ -254,7 +254,8 @@ pub enum VisionAxis {
 pub struct VisionRopeSpec {
     /// `vision_config.model_type` (or the family it was read as, e.g. `"qwen2_vl_vision"`).
     pub model_type: String,
-    /// Per-head width of the ViT: `embed_dim` (else `hidden_size`) / heads; a multiple of 4.
+    /// Per-head width of the ViT: `embed_dim` (else `hidden_size`) / heads; a multiple of 4,
+    /// at most [`MAX_ROTARY_DIM`].
     pub head_dim: usize,
     /// ViT heads (`num_heads`, Llama 4 `num_attention_heads`).
     pub num_heads: usize,
@@ -554,6 +555,10 @@ impl ModelConfig {
     }
 }
 
+/// The most layers a config may declare (the per-layer lists are built from it; real models
+/// have at most a few hundred).
+const MAX_LAYERS: usize = 65_536;
+
 /// Defaults of fields a published file may omit, per text model type (transformers'
 /// config classes; see the module docs).
 struct TypeDefaults {
@@ -728,6 +733,9 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
     };
 
     let num_hidden_layers = text.positive("num_hidden_layers")?;
+    if num_hidden_layers.is_some_and(|n| n > MAX_LAYERS) {
+        return Err(text.malformed("num_hidden_layers", "an integer in 1..=65536"));
+    }
     let no_rope_layers = no_rope_layers_of(&ctx, num_hidden_layers, &mut warnings)?;
     let layer_types = layer_types_of(&ctx, num_hidden_layers, no_rope_layers.as_deref())?;
 
@@ -1206,6 +1214,10 @@ fn vision_of(
     let head_dim = width / num_heads;
     if head_dim == 0 || head_dim % 4 != 0 {
         return Err(vis.malformed(width_key, "num_heads times a multiple of 4 (two axes of pairs per head)"));
+    }
+    if head_dim > MAX_ROTARY_DIM {
+        let error = RopeError::RotaryDimTooLarge { rotary_dim: head_dim, max: MAX_ROTARY_DIM };
+        return Err(ConfigError::Invalid { field: vis.name(width_key), error });
     }
     let patch_size = vis.positive("patch_size")?;
     let spec = if llama4 {

@@ -663,6 +663,10 @@ fn strictness_errors_name_the_field() {
         malformed("no_rope_layers", "an array of 0 and 1")
     );
     assert_eq!(parse_err(&with(r#""text_config": 3"#)), malformed("text_config", "an object or null"));
+    assert_eq!(
+        parse_err(&with(r#""num_hidden_layers": 1000000000000"#)),
+        malformed("num_hidden_layers", "an integer in 1..=65536")
+    );
 }
 
 /// Unknown keys in a rope dict are warnings the caller can read, not errors.
@@ -823,6 +827,13 @@ fn vision_rope() {
     assert_eq!(
         parse_err(&qwen(r#"{"embed_dim": 1240, "num_heads": 20}"#)),
         malformed("vision_config.embed_dim", "num_heads times a multiple of 4 (two axes of pairs per head)")
+    );
+    assert_eq!(
+        parse_err(&qwen(r#"{"embed_dim": 1000000000000, "num_heads": 16}"#)),
+        invalid(
+            "vision_config.embed_dim",
+            RopeError::RotaryDimTooLarge { rotary_dim: 62_500_000_000, max: rope_kernels::MAX_ROTARY_DIM }
+        )
     );
     assert_eq!(
         parse_err(&qwen(r#"{"embed_dim": 1280, "num_heads": 16, "rope_parameters": {"rope_type": "yarn"}}"#)),
