@@ -507,8 +507,12 @@ impl ModelConfig {
         ModelConfig::from_json_str(&text)
     }
 
-    /// What the load ignored, one line per field (e.g. `rope_scaling.foo: not read by rope
-    /// type `linear`; ignored`). Empty for a file whose every RoPE field was applied.
+    /// What the load ignored, one line per field, e.g. "rope_scaling.foo: not read by rope
+    /// type \`linear\`; ignored": keys a rope type does not read, a `type` that differs
+    /// from `rope_type`, `rope_local_base_freq` outside Gemma 3, RoPE fields at the top
+    /// level beside a `text_config` that has its own, a keyed rope dict entry no layer has,
+    /// a vision encoder whose RoPE is not read. Empty for a file whose every RoPE field was
+    /// applied.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }
@@ -682,6 +686,15 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
         Some(map) => Obj { map, prefix: "text_config." },
         None => top,
     };
+    if text.prefix != top.prefix {
+        // transformers builds the text config from `text_config` alone when it is given.
+        for key in ["rope_scaling", "rope_parameters", "rope_theta", "partial_rotary_factor", "head_dim"] {
+            if top.get(key).is_some() && top.get(key) != text.get(key) {
+                warnings
+                    .push(format!("{key}: at the top level beside text_config; text_config.{key} is read"));
+            }
+        }
+    }
     let text_model_type = text.str("model_type")?.unwrap_or(&model_type).to_string();
     let defaults = type_defaults(&text_model_type);
 
@@ -1187,10 +1200,17 @@ fn vision_of(
     let mut theta = None;
     if let Some(dict) = vis.object(dict_key)? {
         let d = Obj { map: dict, prefix: &dict_prefix };
-        if let Some(t) = d.str("rope_type")?.or(d.str("type")?) {
-            if !matches!(t, "default" | "axial") {
-                return Err(ConfigError::UnsupportedRopeType { rope_type: t.to_string() });
-            }
+        let (key, t) = match d.str("rope_type")? {
+            Some(t) => ("rope_type", Some(t)),
+            None => ("type", d.str("type")?),
+        };
+        if let Some(t) = t.filter(|t| !matches!(*t, "default" | "axial")) {
+            return Err(ConfigError::Conflict {
+                field: d.name(key),
+                message: format!(
+                    "vision RoPE `{t}` is not supported (the ViT's 2-D RoPE is `default`/`axial`)"
+                ),
+            });
         }
         theta = d.f64("rope_theta")?.map(|t| (t, d.name("rope_theta")));
     }

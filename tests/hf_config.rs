@@ -681,6 +681,17 @@ fn unknown_rope_keys_are_warnings() {
         .unwrap();
     assert_eq!(m.warnings(), ["rope_scaling.factor: not read by rope type `default`; ignored"]);
     assert_eq!(m.rope.scaling, Scaling::None);
+    // A top-level rope dict beside text_config is not read: said so.
+    let m = ModelConfig::from_json_str(
+        r#"{"model_type": "qwen2_vl", "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+            "text_config": {"hidden_size": 3584, "num_attention_heads": 28}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        m.warnings(),
+        ["rope_scaling: at the top level beside text_config; text_config.rope_scaling is read"]
+    );
+    assert!(m.mrope.is_none());
     // Every shipped config loads without a warning.
     for (file, ..) in EXPECTED {
         assert_eq!(load(file).warnings(), [] as [String; 0], "{file}");
@@ -836,8 +847,10 @@ fn vision_rope() {
         )
     );
     assert_eq!(
-        parse_err(&qwen(r#"{"embed_dim": 1280, "num_heads": 16, "rope_parameters": {"rope_type": "yarn"}}"#)),
-        ConfigError::UnsupportedRopeType { rope_type: "yarn".to_string() }
+        conflict_field(&qwen(
+            r#"{"embed_dim": 1280, "num_heads": 16, "rope_parameters": {"rope_type": "yarn"}}"#
+        )),
+        "vision_config.rope_parameters.rope_type"
     );
     assert_eq!(
         parse_err(&qwen(r#"{"embed_dim": 1280, "num_heads": 16, "rope_theta": -1}"#)),

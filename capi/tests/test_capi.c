@@ -464,8 +464,10 @@ static void check_statuses(const rope_t *rope) {
     cfg.scaling.factor = NAN;
     EXPECT(ROPE_INVALID_SCALING_PARAMETER, rope_config_validate(&cfg));
     llama3_config(&cfg);
-    cfg.scaling.low_freq_factor = 4.0; /* not < high_freq_factor */
+    cfg.scaling.low_freq_factor = 5.0; /* above high_freq_factor */
     EXPECT(ROPE_INVALID_SCALING_PARAMETER, rope_config_validate(&cfg));
+    cfg.scaling.low_freq_factor = 4.0; /* equal (Llama 4): no blend band, valid */
+    EXPECT(ROPE_OK, rope_config_validate(&cfg));
     llama3_config(&cfg);
     cfg.scaling.rope_type = ROPE_SCALING_YARN;
     cfg.scaling.beta_fast = NAN;
