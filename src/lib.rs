@@ -85,6 +85,10 @@ pub use error::{Operand, RopeError};
 pub use freq::{Frequencies, LongRopeParams, LongRopeRef, PairFactors, Scaling, ScalingRef, YarnParams};
 pub use half::{bf16, f16};
 pub use rope::{
+    vision_position_ids, AxisApply, AxisRows, MRope, MRopeApply, MRopeIndex, MRopeStyle, VisionApply,
+    VisionRope, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
+};
+pub use rope::{
     Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, Rope, RopeRef, RopeState, TokenChunk,
     TokenChunks,
 };
