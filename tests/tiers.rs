@@ -1019,8 +1019,8 @@ fn encodings_refuse_unavailable_tiers() {
 
 /// An MRoPE or vision RoPE object, so one case runner covers both.
 enum MultiRope {
-    M(rope_kernels::MRope),
-    V(rope_kernels::VisionRope),
+    M(Box<rope_kernels::MRope>),
+    V(Box<rope_kernels::VisionRope>),
 }
 
 impl MultiRope {
@@ -1118,7 +1118,7 @@ fn random_multi(rng: &mut StdRng, tier: Tier) -> (MultiRope, MultiRope, String) 
                 let inv: Vec<f32> = v.axis_frequencies().inv_freq_f32().iter().map(|f| f * 1.0001).collect();
                 v = v.with_hf_inv_freq(&inv).unwrap();
             }
-            MultiRope::V(v.with_tier(t).unwrap())
+            MultiRope::V(Box::new(v.with_tier(t).unwrap()))
         } else {
             let style = if kind == 0 { MRopeStyle::Sectioned } else { MRopeStyle::Interleaved };
             let mut m = MRope::new(config.clone(), section, style).unwrap();
@@ -1127,7 +1127,7 @@ fn random_multi(rng: &mut StdRng, tier: Tier) -> (MultiRope, MultiRope, String) 
                     m.rope().frequencies().inv_freq_f32().iter().map(|f| f * 0.9999).collect();
                 m = m.with_hf_inv_freq(&inv).unwrap();
             }
-            MultiRope::M(m.with_tier(t).unwrap())
+            MultiRope::M(Box::new(m.with_tier(t).unwrap()))
         }
     };
     let what = format!("{tier} kind {kind} section {section:?} head_dim {head_dim} rotary_dim {rotary_dim} {layout:?} {mode:?} hf {hf}");
