@@ -276,3 +276,90 @@ fn vision_positions_errors() {
     assert_eq!(h, [0, 0, 1, 1, 0, 0, 1, 1]);
     assert_eq!(w, [0, 1, 0, 1, 0, 1, 0, 1]);
 }
+
+/// The borrowed-RoPE forms (`RopeRef::apply_mrope_qk`, `apply_vision_qk`: the C ABI's) give
+/// the objects' bits, with computed and with caller f32 frequencies.
+#[test]
+fn rope_ref_forms_match_objects() {
+    let pos = [vec![0u32, 3, 3, 9, 70_000], vec![0u32, 3, 4, 9, 12], vec![0u32, 3, 5, 9, 1 << 30]];
+    let ids = [&pos[0][..], &pos[1][..], &pos[2][..]];
+    let x = input(5 * 4 * 128);
+    let view = View::bshd(5, 4, 128);
+    for (section, style) in [([16, 24, 24], MRopeStyle::Sectioned), ([24, 20, 20], MRopeStyle::Interleaved)] {
+        for hf in [false, true] {
+            let c = RopeConfig::new(128, 1e6);
+            let mut m = MRope::new(c.clone(), section, style).unwrap();
+            let mut r = Rope::new(c).unwrap();
+            if hf {
+                let inv: Vec<f32> = r.frequencies().inv_freq_f32().iter().map(|f| f * 1.001).collect();
+                m = m.with_hf_inv_freq(&inv).unwrap();
+                r = r.with_hf_inv_freq(&inv).unwrap();
+            }
+            let (mut a, mut b) = (x.clone(), x.clone());
+            m.apply(HeadsMut::new(&mut a, view), &MRopeApply::ids(ids)).unwrap();
+            r.as_ref()
+                .apply_mrope_qk(HeadsMut::new(&mut b, view), None, section, style, &MRopeApply::ids(ids))
+                .unwrap();
+            assert_eq!(a, b, "{style:?} hf {hf}");
+            let (mut c1, mut s1, mut c2, mut s2) =
+                (vec![0.0; 5 * 64], vec![0.0; 5 * 64], vec![0.0; 5 * 64], vec![0.0; 5 * 64]);
+            m.fill_table(ids, &mut c1, &mut s1).unwrap();
+            r.as_ref().fill_mrope_table(ids, section, style, &mut c2, &mut s2).unwrap();
+            assert_eq!((c1, s1), (c2, s2));
+        }
+    }
+    // Configuration errors of the borrowed form, before the views.
+    let r = Rope::new(RopeConfig::new(128, 1e6)).unwrap();
+    let mut y = x.clone();
+    assert_eq!(
+        r.as_ref().apply_mrope_qk(
+            HeadsMut::new(&mut y[..3], view),
+            None,
+            [16, 24, 25],
+            MRopeStyle::Sectioned,
+            &MRopeApply::ids(ids)
+        ),
+        Err(RopeError::InvalidMropeSection { mrope_section: [16, 24, 25], pairs: 64 })
+    );
+    let d = Rope::new(
+        RopeConfig::new(128, 1e6)
+            .with_scaling(Scaling::DynamicNtk { factor: 2.0, max_position_embeddings: 64 }),
+    )
+    .unwrap();
+    assert_eq!(
+        d.as_ref().apply_mrope_qk(
+            HeadsMut::new(&mut y, view),
+            None,
+            [16, 24, 24],
+            MRopeStyle::Sectioned,
+            &MRopeApply::ids(ids)
+        ),
+        Err(RopeError::UnsupportedScaling { operation: "mrope", scaling: "dynamic" })
+    );
+    assert_eq!(y, x);
+
+    // Vision: HF's per-axis table k at 1-D index 2k.
+    let vx = input(5 * 2 * 80);
+    let vview = View::bshd(5, 2, 80);
+    let vids = [&pos[0][..], &pos[1][..]];
+    for hf in [false, true] {
+        let c = RopeConfig::new(80, 1e4);
+        let mut v = VisionRope::new(c.clone()).unwrap();
+        let mut r = Rope::new(c).unwrap();
+        if hf {
+            let axis: Vec<f32> = v.axis_frequencies().inv_freq_f32().iter().map(|f| f * 0.999).collect();
+            let full: Vec<f32> = (0..40).map(|i| axis[i / 2]).collect();
+            v = v.with_hf_inv_freq(&axis).unwrap();
+            r = r.with_hf_inv_freq(&full).unwrap();
+        }
+        let (mut a, mut b) = (vx.clone(), vx.clone());
+        v.apply(HeadsMut::new(&mut a, vview), &VisionApply::ids(vids)).unwrap();
+        r.as_ref().apply_vision_qk(HeadsMut::new(&mut b, vview), None, &VisionApply::ids(vids)).unwrap();
+        assert_eq!(a, b, "vision hf {hf}");
+    }
+    let bad = Rope::new(RopeConfig::new(80, 1e4).with_rotary_dim(78)).unwrap();
+    assert_eq!(
+        bad.as_ref().apply_vision_qk(HeadsMut::new(&mut y, vview), None, &VisionApply::ids(vids)),
+        Err(RopeError::InvalidRotaryDim { rotary_dim: 78 })
+    );
+}

@@ -17,7 +17,7 @@ use crate::config::{AngleMode, MAX_PAIRS};
 use crate::cossin::CosSinTable;
 use crate::element::Element;
 use crate::error::RopeError;
-use crate::freq::Frequencies;
+use crate::freq::FreqRef;
 use crate::kernels::sincos::{RowInputs, SinCos};
 use crate::kernels::{Kernels, RotateArgs};
 use crate::Layout;
@@ -89,7 +89,7 @@ impl AxisFreqs {
         streams: usize,
         stream_of: impl Fn(usize) -> usize,
         freq_of: impl Fn(usize) -> usize,
-        base: &Frequencies,
+        base: &FreqRef<'_>,
     ) -> Self {
         let mut a = AxisFreqs {
             pairs,
@@ -101,7 +101,7 @@ impl AxisFreqs {
             turns_hi: [0.0; MAX_PAIRS],
             turns_lo: [0.0; MAX_PAIRS],
             inv_freq_f32: [0.0; MAX_PAIRS],
-            attention_factor: base.attention_factor(),
+            attention_factor: base.attention_factor,
         };
         let mut k = 0;
         for s in 0..streams {
@@ -119,13 +119,13 @@ impl AxisFreqs {
     }
 
     /// Copies the base tables into slot order (again after a caller `inv_freq_f32`).
-    pub(crate) fn set_base(&mut self, base: &Frequencies) {
-        let (hi, lo, f32s) = (base.turns_hi(), base.turns_lo(), base.inv_freq_f32());
+    pub(crate) fn set_base(&mut self, base: &FreqRef<'_>) {
+        let (hi, lo, f32s) = (base.turns_hi, base.turns_lo, base.inv_freq_f32);
         for k in 0..self.pairs {
             let f = usize::from(self.freq[k]);
             (self.turns_hi[k], self.turns_lo[k], self.inv_freq_f32[k]) = (hi[f], lo[f], f32s[f]);
         }
-        self.attention_factor = base.attention_factor();
+        self.attention_factor = base.attention_factor;
     }
 
     /// The stream of pair `j` (`j < pairs`).
@@ -221,6 +221,29 @@ pub(crate) fn fill_table<const N: usize>(
         axes.fill_row(gen, mode, &pos, (&mut bc.0[..pairs], &mut bs.0[..pairs]), c, s);
     }
     Ok(())
+}
+
+/// [`fill_table`] into a new 64-byte-aligned [`RopeCache`](crate::RopeCache) of `tokens` rows.
+///
+/// # Errors
+/// Those of [`fill_table`] but the shape, [`RopeError::PositionOverflow`] and
+/// [`RopeError::OutOfMemory`] (as `Rope::build_cache`).
+#[cfg(feature = "alloc")]
+pub(crate) fn build_table<const N: usize>(
+    rope: &RopeRef<'_>,
+    axes: &AxisFreqs,
+    position_ids: [&[u32]; N],
+) -> Result<crate::RopeCache, RopeError> {
+    let tokens = position_ids[0].len();
+    for s in position_ids {
+        if s.len() != tokens {
+            return Err(RopeError::PositionCountMismatch { tokens, positions: s.len() });
+        }
+    }
+    let mut cache = crate::RopeCache::zeroed(tokens, axes.pairs)?;
+    let (cos, sin) = cache.arrays_mut();
+    fill_table(rope, axes, position_ids, cos, sin)?;
+    Ok(cache)
 }
 
 /// The stream positions of token `n` (unused streams 0).

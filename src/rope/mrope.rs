@@ -1,11 +1,12 @@
 //! Multimodal RoPE (MRoPE): three position streams (t, h, w) per token.
 
 use super::axes::{self, AxisApply, AxisFreqs};
-use super::{Heads, HeadsMut, Rope};
+use super::{Heads, HeadsMut, Rope, RopeRef};
 use crate::config::RopeConfig;
 use crate::dispatch::Tier;
 use crate::element::Element;
 use crate::error::RopeError;
+use crate::freq::ScalingRef;
 
 /// Per-call options of [`MRope`]: the three position streams `[t, h, w]` (or a per-token
 /// table) and the direction.
@@ -75,17 +76,9 @@ impl MRope {
             return Err(RopeError::UnsupportedScaling { operation: "mrope", scaling: config.scaling.name() });
         }
         let pairs = config.pairs();
-        let [st, sh, sw] = mrope_section;
-        let bad = RopeError::InvalidMropeSection { mrope_section, pairs };
-        let sum = st.checked_add(sh).and_then(|s| s.checked_add(sw)).ok_or(bad)?;
-        if sum != pairs {
-            return Err(bad);
-        }
-        if style == MRopeStyle::Interleaved && (3 * sh > pairs + 1 || 3 * sw > pairs) {
-            return Err(bad);
-        }
+        check_section(mrope_section, style, pairs)?;
         let stream_of = |j: usize| stream_of(style, mrope_section, j);
-        let axes = AxisFreqs::new(pairs, 3, stream_of, |j| j, rope.frequencies());
+        let axes = AxisFreqs::new(pairs, 3, stream_of, |j| j, &rope.frequencies().view());
         Ok(MRope { rope, mrope_section, style, axes })
     }
 
@@ -98,7 +91,7 @@ impl MRope {
     /// Those of [`Rope::with_hf_inv_freq`].
     pub fn with_hf_inv_freq(mut self, inv_freq: &[f32]) -> Result<Self, RopeError> {
         self.rope = self.rope.with_hf_inv_freq(inv_freq)?;
-        self.axes.set_base(self.rope.frequencies());
+        self.axes.set_base(&self.rope.frequencies().view());
         Ok(self)
     }
 
@@ -148,6 +141,17 @@ impl MRope {
         sin: &mut [f32],
     ) -> Result<(), RopeError> {
         axes::fill_table(&self.rope.as_ref(), &self.axes, position_ids, cos, sin)
+    }
+
+    /// [`MRope::fill_table`] into a new per-token table (`tokens` rows, each array on a
+    /// 64-byte line, as `Rope::build_cache`); pass `cache.table()`.
+    ///
+    /// # Errors
+    /// [`RopeError::PositionCountMismatch`] if the streams differ in length;
+    /// [`RopeError::OutOfMemory`] if the allocator refuses the tables.
+    #[cfg(feature = "alloc")]
+    pub fn build_table(&self, position_ids: [&[u32]; 3]) -> Result<crate::RopeCache, RopeError> {
+        axes::build_table(&self.rope.as_ref(), &self.axes, position_ids)
     }
 
     /// Rotates one tensor in place.
@@ -207,5 +211,88 @@ fn stream_of(style: MRopeStyle, [st, sh, sw]: [usize; 3], j: usize) -> usize {
         MRopeStyle::Interleaved if j % 3 == 1 && j < 3 * sh => 1,
         MRopeStyle::Interleaved if j % 3 == 2 && j < 3 * sw => 2,
         MRopeStyle::Interleaved => 0,
+    }
+}
+
+/// Checks `mrope_section` against `pairs` (see [`RopeError::InvalidMropeSection`]).
+fn check_section(mrope_section: [usize; 3], style: MRopeStyle, pairs: usize) -> Result<(), RopeError> {
+    let [st, sh, sw] = mrope_section;
+    let bad = RopeError::InvalidMropeSection { mrope_section, pairs };
+    let sum = st.checked_add(sh).and_then(|s| s.checked_add(sw)).ok_or(bad)?;
+    if sum != pairs {
+        return Err(bad);
+    }
+    if style == MRopeStyle::Interleaved && (sh > (pairs + 1) / 3 || sw > pairs / 3) {
+        return Err(bad);
+    }
+    Ok(())
+}
+
+/// MRoPE on a borrowed RoPE (e.g. one built in caller memory, [`RopeState`](crate::RopeState),
+/// as the C ABI does): the same operation as [`MRope`], its pair-to-stream tables built per
+/// call (a copy of `rotary_dim / 2` frequencies).
+impl RopeRef<'_> {
+    /// The pair tables of an MRoPE call, after its configuration checks.
+    fn mrope_axes(&self, mrope_section: [usize; 3], style: MRopeStyle) -> Result<AxisFreqs, RopeError> {
+        let s = self.params.scaling;
+        if s.depends_on_seq_len() {
+            let scaling = if matches!(s, ScalingRef::LongRope(_)) { "longrope" } else { "dynamic" };
+            return Err(RopeError::UnsupportedScaling { operation: "mrope", scaling });
+        }
+        let pairs = self.pairs();
+        check_section(mrope_section, style, pairs)?;
+        Ok(AxisFreqs::new(pairs, 3, |j| stream_of(style, mrope_section, j), |j| j, &self.freqs))
+    }
+
+    /// As [`MRope::apply_qk`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// First [`RopeError::UnsupportedScaling`] (dynamic NTK, LongRoPE) and
+    /// [`RopeError::InvalidMropeSection`], then those of [`MRope::apply_qk_into`].
+    pub fn apply_mrope_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        opts: &MRopeApply<'_>,
+    ) -> Result<(), RopeError> {
+        let axes = self.mrope_axes(mrope_section, style)?;
+        let (tokens, tensors) = self.qk_tensors(q, k)?;
+        axes::run(self, &axes, tokens, &tensors, opts)
+    }
+
+    /// As [`MRope::apply_qk_into`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// As [`RopeRef::apply_mrope_qk`].
+    pub fn apply_mrope_qk_into<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        opts: &MRopeApply<'_>,
+    ) -> Result<(), RopeError> {
+        let axes = self.mrope_axes(mrope_section, style)?;
+        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
+        axes::run(self, &axes, tokens, &tensors, opts)
+    }
+
+    /// As [`MRope::fill_table`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// As [`RopeRef::apply_mrope_qk`]'s configuration checks, then [`MRope::fill_table`]'s.
+    pub fn fill_mrope_table(
+        &self,
+        position_ids: [&[u32]; 3],
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        cos: &mut [f32],
+        sin: &mut [f32],
+    ) -> Result<(), RopeError> {
+        let axes = self.mrope_axes(mrope_section, style)?;
+        axes::fill_table(self, &axes, position_ids, cos, sin)
     }
 }

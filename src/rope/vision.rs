@@ -1,11 +1,12 @@
 //! 2-D RoPE of vision encoders: two position streams (patch row h, patch column w).
 
 use super::axes::{self, AxisApply, AxisFreqs};
-use super::{Heads, HeadsMut, Rope};
+use super::{Heads, HeadsMut, Rope, RopeRef};
 use crate::config::{RopeConfig, MAX_PAIRS};
 use crate::dispatch::Tier;
 use crate::element::Element;
 use crate::error::RopeError;
+use crate::freq::ScalingRef;
 use crate::freq::{Frequencies, Scaling};
 
 /// Per-call options of [`VisionRope`]: the two position streams `[h, w]` (or a per-token
@@ -63,14 +64,21 @@ impl VisionRope {
             });
         }
         let rd = config.rotary_dim;
-        if rd % 4 != 0 {
+        if !rd.is_multiple_of(4) {
             return Err(RopeError::InvalidRotaryDim { rotary_dim: rd });
         }
         let quarter = rd / 4;
+        // The per-axis frequencies theta^(-2k / (rd / 2)) are the 1-D RoPE's even ones,
+        // theta^(-2(2k) / rd): the same f64 exponent (one rational, rounded once), so the
+        // same bits; `axis` holds them again as a 1-D set of `rd / 4` pairs, to show.
         let axis = Frequencies::new(&RopeConfig::new(rd / 2, config.theta), 0)?;
-        let stream = move |j: usize| usize::from(j >= quarter);
-        let freq = move |j: usize| j % quarter;
-        let axes = AxisFreqs::new(rd / 2, 2, stream, freq, &axis);
+        let axes = AxisFreqs::new(
+            rd / 2,
+            2,
+            vision_stream(quarter),
+            vision_freq(quarter),
+            &rope.frequencies().view(),
+        );
         Ok(VisionRope { rope, axis, axes })
     }
 
@@ -88,11 +96,13 @@ impl VisionRope {
             return Err(RopeError::InvFreqLength { expected: quarter, len: inv_freq.len() });
         }
         self.axis.set_inv_freq_f32(inv_freq)?;
-        let mut both = [0.0f32; MAX_PAIRS];
-        both[..quarter].copy_from_slice(inv_freq);
-        both[quarter..2 * quarter].copy_from_slice(inv_freq);
-        self.rope = self.rope.with_hf_inv_freq(&both[..2 * quarter])?;
-        self.axes.set_base(&self.axis);
+        // Value k at 1-D pairs 2k (the one read) and 2k + 1.
+        let mut full = [0.0f32; MAX_PAIRS];
+        for (i, f) in full[..2 * quarter].iter_mut().enumerate() {
+            *f = inv_freq[i / 2];
+        }
+        self.rope = self.rope.with_hf_inv_freq(&full[..2 * quarter])?;
+        self.axes.set_base(&self.rope.frequencies().view());
         Ok(self)
     }
 
@@ -128,6 +138,17 @@ impl VisionRope {
         sin: &mut [f32],
     ) -> Result<(), RopeError> {
         axes::fill_table(&self.rope.as_ref(), &self.axes, position_ids, cos, sin)
+    }
+
+    /// [`VisionRope::fill_table`] into a new per-token table (`tokens` rows, each array on a
+    /// 64-byte line, as `Rope::build_cache`); pass `cache.table()`.
+    ///
+    /// # Errors
+    /// [`RopeError::PositionCountMismatch`] if the streams differ in length;
+    /// [`RopeError::OutOfMemory`] if the allocator refuses the tables.
+    #[cfg(feature = "alloc")]
+    pub fn build_table(&self, position_ids: [&[u32]; 2]) -> Result<crate::RopeCache, RopeError> {
+        axes::build_table(&self.rope.as_ref(), &self.axes, position_ids)
     }
 
     /// Rotates one tensor in place.
@@ -168,6 +189,16 @@ impl VisionRope {
         let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
         axes::run(&r, &self.axes, tokens, &tensors, opts)
     }
+}
+
+/// The stream of vision pair `j`: 0 (h) below `quarter = rotary_dim / 4`, else 1 (w).
+pub(crate) fn vision_stream(quarter: usize) -> impl Fn(usize) -> usize {
+    move |j| usize::from(j >= quarter)
+}
+
+/// The 1-D frequency index of vision pair `j`: `2 * (j mod quarter)` (see [`VisionRope::new`]).
+pub(crate) fn vision_freq(quarter: usize) -> impl Fn(usize) -> usize {
+    move |j| 2 * (j % quarter)
 }
 
 /// The `(h, w)` patch positions of a Qwen2-VL / Qwen2.5-VL ViT input of `grid_thw = [t, h,
@@ -215,4 +246,56 @@ pub fn vision_position_ids(
         }
     }
     Ok(n)
+}
+
+/// 2-D vision RoPE on a borrowed RoPE of the encoder's configuration (`head_dim`,
+/// `rotary_dim`, `theta`, no scaling; as the C ABI holds it): the same operation and bits as
+/// [`VisionRope`], whose per-axis frequency `k` is this RoPE's `inv_freq[2k]` (for a caller
+/// f32 table too: put HF's per-axis value `k` at index `2k`).
+impl RopeRef<'_> {
+    /// The pair tables of a vision call, after its configuration checks.
+    fn vision_axes(&self) -> Result<AxisFreqs, RopeError> {
+        if !matches!(self.params.scaling, ScalingRef::None) {
+            return Err(RopeError::UnsupportedScaling { operation: "vision", scaling: "scaled" });
+        }
+        let rd = self.params.rotary_dim;
+        if !rd.is_multiple_of(4) {
+            return Err(RopeError::InvalidRotaryDim { rotary_dim: rd });
+        }
+        let q = rd / 4;
+        Ok(AxisFreqs::new(rd / 2, 2, vision_stream(q), vision_freq(q), &self.freqs))
+    }
+
+    /// As [`VisionRope::apply_qk`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// First [`RopeError::UnsupportedScaling`] (any scaling) and
+    /// [`RopeError::InvalidRotaryDim`] (not a multiple of 4), then those of
+    /// [`MRope::apply_qk_into`](crate::MRope::apply_qk_into) (two streams).
+    pub fn apply_vision_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        opts: &VisionApply<'_>,
+    ) -> Result<(), RopeError> {
+        let axes = self.vision_axes()?;
+        let (tokens, tensors) = self.qk_tensors(q, k)?;
+        axes::run(self, &axes, tokens, &tensors, opts)
+    }
+
+    /// As [`VisionRope::apply_qk_into`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// As [`RopeRef::apply_vision_qk`].
+    pub fn apply_vision_qk_into<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+        opts: &VisionApply<'_>,
+    ) -> Result<(), RopeError> {
+        let axes = self.vision_axes()?;
+        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
+        axes::run(self, &axes, tokens, &tensors, opts)
+    }
 }
