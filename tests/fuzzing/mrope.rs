@@ -106,7 +106,7 @@ fn build(c: &MRopeCase, tier: Tier) -> Result<Op, RopeError> {
     if c.op % 3 == 2 {
         return Ok(Op::V(Box::new(VisionRope::new(config)?.with_tier(tier)?)));
     }
-    let style = if c.op % 3 == 0 { MRopeStyle::Sectioned } else { MRopeStyle::Interleaved };
+    let style = if c.op.is_multiple_of(3) { MRopeStyle::Sectioned } else { MRopeStyle::Interleaved };
     // Mostly a valid section (the rest of the pairs go to t), sometimes the raw bytes.
     let [a, b, w] = c.section.map(usize::from);
     let section = if c.op & 0x80 != 0 {
