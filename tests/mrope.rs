@@ -363,3 +363,32 @@ fn rope_ref_forms_match_objects() {
         Err(RopeError::InvalidRotaryDim { rotary_dim: 78 })
     );
 }
+
+/// Llama 4's vision encoder (`Llama4VisionRotaryEmbedding` + `vision_apply_rotary_emb`) is
+/// `VisionRope` with interleaved (complex) pairs and 1-based `[x, y]` streams: pair `j <
+/// head_dim / 4` at `(x + 1) * f_j`, the rest at `(y + 1) * f_(j - head_dim / 4)`, `f_k =
+/// theta^(-2k / (head_dim / 2))`; the CLS token (masked to the identity) is `[0, 0]`.
+#[test]
+fn llama4_vision_is_interleaved_vision_rope() {
+    let (hd, theta) = (88usize, 10_000.0f64);
+    let v = VisionRope::new(RopeConfig::new(hd, theta).with_layout(Layout::Interleaved)).unwrap();
+    // Patches (x, y) = (3, 0), (0, 5), (31, 31), then CLS.
+    let (xs, ys) = ([4u32, 1, 32, 0], [1u32, 6, 32, 0]);
+    let x = input(4 * hd);
+    let mut y = x.clone();
+    v.apply(HeadsMut::new(&mut y, View::bshd(4, 1, hd)), &VisionApply::ids([&xs, &ys])).unwrap();
+    let q = hd / 4;
+    for t in 0..4 {
+        for j in 0..hd / 2 {
+            let (p, k) = if j < q { (xs[t], j) } else { (ys[t], j - q) };
+            let a = f64::from(p) * theta.powf(-2.0 * k as f64 / (hd / 2) as f64);
+            let (x0, x1) = (f64::from(x[t * hd + 2 * j]), f64::from(x[t * hd + 2 * j + 1]));
+            let want = [x0 * a.cos() - x1 * a.sin(), x1 * a.cos() + x0 * a.sin()];
+            for (d, w) in want.iter().enumerate() {
+                let got = f64::from(y[t * hd + 2 * j + d]);
+                assert!((got - w).abs() < 2e-6, "token {t} pair {j}: {got} vs {w}");
+            }
+        }
+    }
+    assert_eq!(y[3 * hd..], x[3 * hd..], "CLS at [0, 0] is the identity");
+}
