@@ -864,8 +864,7 @@ typedef uint32_t rope_tier;
 #define ROPE_INVALID_MROPE_SECTION 67
 
 /**
- * A scaling the operation does not combine with: dynamic NTK or LongRoPE with MRoPE, any
- * scaling with 2-D vision RoPE.
+ * A scaling the operation does not combine with: any scaling with 2-D vision RoPE.
  */
 #define ROPE_UNSUPPORTED_SCALING 68
 
@@ -1520,13 +1519,15 @@ rope_status rope_fill_table(const struct rope_t *rope,
  * `opts->interleaved` (sectioned: the first `t` pairs use t, the next `h` use h, the last
  * `w` use w; interleaved: `j % 3 == 1 && j < 3h` uses h, `j % 3 == 2 && j < 3w` uses w,
  * the others t). Formula: transformers `apply_multimodal_rotary_pos_emb` (Qwen2-VL),
- * `Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope`.
+ * `Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope`. Any scaling of the handle
+ * combines; dynamic NTK and LongRoPE use the frequencies of the call's length (its largest
+ * position over the streams + 1; a table: those of its `rope_mrope_fill_table`).
  *
  * Errors (nothing is written): `ROPE_NULL_POINTER` (`rope`, `q`, `opts`, a used buffer
  * with a non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
  * `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM`, `ROPE_INVALID_ARGUMENT`
  * (`interleaved` not 0 or 1), `ROPE_OVERLAPPING_BUFFERS`, `ROPE_TABLE_SHAPE`,
- * `ROPE_UNSUPPORTED_SCALING` (dynamic NTK, LongRoPE), `ROPE_INVALID_MROPE_SECTION`, the
+ * `ROPE_INVALID_MROPE_SECTION`, the
  * view errors of `rope_apply_f32`, `ROPE_POSITION_COUNT_MISMATCH` (a stream whose
  * length is not the tokens), `ROPE_POSITION_OUT_OF_RANGE` (a table of fewer rows than
  * tokens).
@@ -1614,8 +1615,7 @@ rope_status rope_vision_apply_bf16(const struct rope_t *rope,
  *
  * Errors (nothing written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`,
  * `ROPE_INVALID_HANDLE`, `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM`,
- * `ROPE_INVALID_ARGUMENT`, `ROPE_OVERLAPPING_BUFFERS`, `ROPE_UNSUPPORTED_SCALING`,
- * `ROPE_INVALID_MROPE_SECTION`, `ROPE_TABLE_SHAPE` (`len` not `tokens * rotary_dim / 2`,
+ * `ROPE_INVALID_ARGUMENT`, `ROPE_OVERLAPPING_BUFFERS`, `ROPE_INVALID_MROPE_SECTION`, `ROPE_TABLE_SHAPE` (`len` not `tokens * rotary_dim / 2`,
  * or `opts->cos_sin` not on the fly).
  *
  * # Safety

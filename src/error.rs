@@ -130,8 +130,8 @@ pub enum RopeError {
         /// `rotary_dim / 2`.
         pairs: usize,
     },
-    /// A scaling the operation does not combine with (frequencies that depend on the call's
-    /// length: dynamic NTK and LongRoPE, for MRoPE; any scaling, for 2-D vision RoPE).
+    /// A scaling the operation does not combine with: any scaling, for 2-D vision RoPE
+    /// (vision encoders have none). MRoPE combines with every scaling.
     UnsupportedScaling {
         /// The operation, e.g. `"mrope"`, `"vision"`.
         operation: &'static str,

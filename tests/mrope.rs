@@ -2,9 +2,9 @@
 //! RoPE where the streams coincide, the position helpers.
 
 use rope_kernels::{
-    vision_position_ids, Apply, CosSinTable, Heads, HeadsMut, Layout, MRope, MRopeApply, MRopeIndex,
-    MRopeStyle, Rope, RopeConfig, RopeError, Scaling, View, VisionApply, VisionRope, YarnParams, TOKEN_IMAGE,
-    TOKEN_TEXT, TOKEN_VIDEO,
+    vision_position_ids, Apply, CosSinTable, Heads, HeadsMut, Layout, LongRopeParams, MRope, MRopeApply,
+    MRopeIndex, MRopeStyle, Rope, RopeConfig, RopeError, Scaling, View, VisionApply, VisionRope, YarnParams,
+    TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
 };
 
 fn qwen2vl() -> MRope {
@@ -39,12 +39,7 @@ fn construction_errors() {
         MRope::new(RopeConfig::new(128, 1e6).with_rotary_dim(63), [16, 24, 24], MRopeStyle::Sectioned).err(),
         Some(RopeError::InvalidRotaryDim { rotary_dim: 63 })
     );
-    // Frequencies that depend on the call's length are refused; fixed ones combine.
-    let dynamic = c.clone().with_scaling(Scaling::DynamicNtk { factor: 2.0, max_position_embeddings: 4096 });
-    assert_eq!(
-        MRope::new(dynamic, [16, 24, 24], MRopeStyle::Sectioned).err(),
-        Some(RopeError::UnsupportedScaling { operation: "mrope", scaling: "dynamic" })
-    );
+    // Every scaling combines (see `dynamic_scaling_matches_plain_rope`).
     MRope::new(c.clone().with_scaling(Scaling::Linear { factor: 2.0 }), [16, 24, 24], MRopeStyle::Sectioned)
         .unwrap();
     MRope::new(
@@ -321,21 +316,6 @@ fn rope_ref_forms_match_objects() {
         ),
         Err(RopeError::InvalidMropeSection { mrope_section: [16, 24, 25], pairs: 64 })
     );
-    let d = Rope::new(
-        RopeConfig::new(128, 1e6)
-            .with_scaling(Scaling::DynamicNtk { factor: 2.0, max_position_embeddings: 64 }),
-    )
-    .unwrap();
-    assert_eq!(
-        d.as_ref().apply_mrope_qk(
-            HeadsMut::new(&mut y, view),
-            None,
-            [16, 24, 24],
-            MRopeStyle::Sectioned,
-            &MRopeApply::ids(ids)
-        ),
-        Err(RopeError::UnsupportedScaling { operation: "mrope", scaling: "dynamic" })
-    );
     assert_eq!(y, x);
 
     // Vision: HF's per-axis table k at 1-D index 2k.
@@ -391,4 +371,40 @@ fn llama4_vision_is_interleaved_vision_rope() {
         }
     }
     assert_eq!(y[3 * hd..], x[3 * hd..], "CLS at [0, 0] is the identity");
+}
+
+/// Dynamic NTK (and LongRoPE) frequencies are those of the call's length, the largest
+/// position over the three streams + 1: text tokens rotate as the 1-D RoPE does at the same
+/// positions, on the fly, through a table and on a borrowed RoPE.
+#[test]
+fn dynamic_scaling_matches_plain_rope() {
+    let long = LongRopeParams::new(&[1.0; 64], &[4.0; 64], 4096, 8.0).unwrap();
+    for scaling in [Scaling::DynamicNtk { factor: 2.0, max_position_embeddings: 64 }, Scaling::LongRope(long)]
+    {
+        let c = RopeConfig::new(128, 1e6).with_scaling(scaling);
+        let r = Rope::new(c.clone()).unwrap();
+        for pos in [vec![0u32, 5, 17], vec![3u32, 100, 5000], vec![9000u32, 1, 2]] {
+            let view = View::bshd(3, 2, 128);
+            let x = input(3 * 2 * 128);
+            let (mut want, mut y) = (x.clone(), x.clone());
+            r.apply(HeadsMut::new(&mut want, view), &Apply::ids(&pos)).unwrap();
+            for style in [MRopeStyle::Sectioned, MRopeStyle::Interleaved] {
+                let section = if style == MRopeStyle::Sectioned { [16, 24, 24] } else { [24, 20, 20] };
+                let m = MRope::new(c.clone(), section, style).unwrap();
+                let ids = [&pos[..], &pos[..], &pos[..]];
+                y.copy_from_slice(&x);
+                m.apply(HeadsMut::new(&mut y, view), &MRopeApply::ids(ids)).unwrap();
+                assert_eq!(y, want, "{style:?} {pos:?}");
+                let table = m.build_table(ids).unwrap();
+                y.copy_from_slice(&x);
+                m.apply(HeadsMut::new(&mut y, view), &MRopeApply::table(table.table())).unwrap();
+                assert_eq!(y, want, "{style:?} {pos:?} table");
+                y.copy_from_slice(&x);
+                r.as_ref()
+                    .apply_mrope_qk(HeadsMut::new(&mut y, view), None, section, style, &MRopeApply::ids(ids))
+                    .unwrap();
+                assert_eq!(y, want, "{style:?} {pos:?} borrowed");
+            }
+        }
+    }
 }

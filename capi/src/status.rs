@@ -113,8 +113,7 @@ pub const ROPE_RELATIVE_INDEX_OVERFLOW: rope_status = 66;
 /// An `mrope_section` that does not fit the rotary pairs: its sum is not `rotary_dim / 2`,
 /// or (interleaved) `3 * h > pairs + 1` or `3 * w > pairs`.
 pub const ROPE_INVALID_MROPE_SECTION: rope_status = 67;
-/// A scaling the operation does not combine with: dynamic NTK or LongRoPE with MRoPE, any
-/// scaling with 2-D vision RoPE.
+/// A scaling the operation does not combine with: any scaling with 2-D vision RoPE.
 pub const ROPE_UNSUPPORTED_SCALING: rope_status = 68;
 /// MRoPE position helper: token types and grids that do not describe one sequence.
 pub const ROPE_INVALID_POSITION_LAYOUT: rope_status = 69;

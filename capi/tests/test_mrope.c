@@ -226,7 +226,6 @@ int main(int argc, char **argv) {
     o = mrope_opts(1, 10, 22, 32);
     EXPECT(ROPE_INVALID_MROPE_SECTION, rope_mrope_apply_f32(rope, &q, &k, &o));
     o = mrope_opts(0, 16, 24, 24);
-    EXPECT(ROPE_UNSUPPORTED_SCALING, rope_mrope_apply_f32(dyn, &q, &k, &o));
     EXPECT(ROPE_UNSUPPORTED_SCALING, rope_vision_apply_f32(dyn, &q, &k, &ov));
     o.positions_len = T - 1;
     EXPECT(ROPE_POSITION_COUNT_MISMATCH, rope_mrope_apply_f32(rope, &q, &k, &o));

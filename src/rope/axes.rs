@@ -246,6 +246,20 @@ pub(crate) fn build_table<const N: usize>(
     Ok(cache)
 }
 
+/// The length of a call over `position_ids`: its largest position (over every stream) + 1;
+/// 0 without positions.
+pub(crate) fn seq_len<const N: usize>(position_ids: &[&[u32]; N]) -> u64 {
+    position_ids.iter().flat_map(|s| s.iter()).max().map_or(0, |&m| u64::from(m) + 1)
+}
+
+/// [`seq_len`] of a call's rows; 0 for a table (whose rows carry their own frequencies).
+pub(crate) fn call_seq_len<const N: usize>(rows: &AxisRows<'_, N>) -> u64 {
+    match rows {
+        AxisRows::Ids(ids) => seq_len(ids),
+        AxisRows::Table(_) => 0,
+    }
+}
+
 /// The stream positions of token `n` (unused streams 0).
 #[inline(always)]
 fn positions_of<const N: usize>(ids: &[&[u32]; N], n: usize) -> [u32; 3] {

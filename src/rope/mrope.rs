@@ -1,12 +1,11 @@
 //! Multimodal RoPE (MRoPE): three position streams (t, h, w) per token.
 
 use super::axes::{self, AxisApply, AxisFreqs};
-use super::{Heads, HeadsMut, Rope, RopeRef};
-use crate::config::RopeConfig;
+use super::{CallFreqs, Heads, HeadsMut, Rope, RopeRef};
+use crate::config::{RopeConfig, MAX_PAIRS};
 use crate::dispatch::Tier;
 use crate::element::Element;
 use crate::error::RopeError;
-use crate::freq::ScalingRef;
 
 /// Per-call options of [`MRope`]: the three position streams `[t, h, w]` (or a per-token
 /// table) and the direction.
@@ -61,20 +60,19 @@ pub struct MRope {
 impl MRope {
     /// Validates `config` (as [`Rope::new`]) and `mrope_section` (`[t, h, w]`, in pairs).
     ///
-    /// Scaling: every scaling with fixed frequencies combines as transformers combines it
-    /// (the scaled `inv_freq` and the attention factor of the 1-D path, e.g. `default`,
-    /// `linear`); frequencies that depend on the call's length do not.
+    /// Scaling combines as transformers combines it: `Qwen2VLRotaryEmbedding` takes the
+    /// scaled `inv_freq` and attention factor of any `rope_type` (those of the 1-D path,
+    /// [`Rope::frequencies`]). Frequencies that depend on the call's length (dynamic NTK,
+    /// LongRoPE) are those of a call whose largest position over all three streams is
+    /// `seq_len - 1`, as the 1-D path and HF's `dynamic_rope_update` (`max(position_ids) +
+    /// 1` over the streams) take it; a table keeps the frequencies of its fill.
     ///
     /// # Errors
     /// Those of [`Rope::new`]; [`RopeError::InvalidMropeSection`] if the section does not
-    /// sum to `rotary_dim / 2` or (interleaved) runs past the pairs;
-    /// [`RopeError::UnsupportedScaling`] for dynamic NTK and LongRoPE.
+    /// sum to `rotary_dim / 2` or (interleaved) runs past the pairs.
     pub fn new(config: RopeConfig, mrope_section: [usize; 3], style: MRopeStyle) -> Result<Self, RopeError> {
         let rope = Rope::new(config)?;
         let config = rope.config();
-        if config.scaling.depends_on_seq_len() {
-            return Err(RopeError::UnsupportedScaling { operation: "mrope", scaling: config.scaling.name() });
-        }
         let pairs = config.pairs();
         check_section(mrope_section, style, pairs)?;
         let stream_of = |j: usize| stream_of(style, mrope_section, j);
@@ -140,7 +138,16 @@ impl MRope {
         cos: &mut [f32],
         sin: &mut [f32],
     ) -> Result<(), RopeError> {
-        axes::fill_table(&self.rope.as_ref(), &self.axes, position_ids, cos, sin)
+        let r = self.rope.as_ref();
+        if self.dynamic() {
+            return r.fill_mrope_table(position_ids, self.mrope_section, self.style, cos, sin);
+        }
+        axes::fill_table(&r, &self.axes, position_ids, cos, sin)
+    }
+
+    /// Whether the frequencies depend on the call's length (computed per call).
+    fn dynamic(&self) -> bool {
+        self.rope.config().scaling.depends_on_seq_len()
     }
 
     /// [`MRope::fill_table`] into a new per-token table (`tokens` rows, each array on a
@@ -151,7 +158,12 @@ impl MRope {
     /// [`RopeError::OutOfMemory`] if the allocator refuses the tables.
     #[cfg(feature = "alloc")]
     pub fn build_table(&self, position_ids: [&[u32]; 3]) -> Result<crate::RopeCache, RopeError> {
-        axes::build_table(&self.rope.as_ref(), &self.axes, position_ids)
+        let r = self.rope.as_ref();
+        if self.dynamic() {
+            let axes = r.mrope_axes(self.mrope_section, self.style, axes::seq_len(&position_ids))?;
+            return axes::build_table(&r, &axes, position_ids);
+        }
+        axes::build_table(&r, &self.axes, position_ids)
     }
 
     /// Rotates one tensor in place.
@@ -173,6 +185,9 @@ impl MRope {
         opts: &MRopeApply<'_>,
     ) -> Result<(), RopeError> {
         let r = self.rope.as_ref();
+        if self.dynamic() {
+            return r.apply_mrope_qk(q, k, self.mrope_section, self.style, opts);
+        }
         let (tokens, tensors) = r.qk_tensors(q, k)?;
         axes::run(&r, &self.axes, tokens, &tensors, opts)
     }
@@ -197,6 +212,9 @@ impl MRope {
         opts: &MRopeApply<'_>,
     ) -> Result<(), RopeError> {
         let r = self.rope.as_ref();
+        if self.dynamic() {
+            return r.apply_mrope_qk_into(q, q_out, k, self.mrope_section, self.style, opts);
+        }
         let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
         axes::run(&r, &self.axes, tokens, &tensors, opts)
     }
@@ -232,23 +250,25 @@ fn check_section(mrope_section: [usize; 3], style: MRopeStyle, pairs: usize) -> 
 /// as the C ABI does): the same operation as [`MRope`], its pair-to-stream tables built per
 /// call (a copy of `rotary_dim / 2` frequencies).
 impl RopeRef<'_> {
-    /// The pair tables of an MRoPE call, after its configuration checks.
-    fn mrope_axes(&self, mrope_section: [usize; 3], style: MRopeStyle) -> Result<AxisFreqs, RopeError> {
-        let s = self.params.scaling;
-        if s.depends_on_seq_len() {
-            let scaling = if matches!(s, ScalingRef::LongRope(_)) { "longrope" } else { "dynamic" };
-            return Err(RopeError::UnsupportedScaling { operation: "mrope", scaling });
-        }
+    /// The pair tables of an MRoPE call of length `seq_len` (its frequencies: stored, or
+    /// computed for that length), after the section check.
+    fn mrope_axes(
+        &self,
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        seq_len: u64,
+    ) -> Result<AxisFreqs, RopeError> {
         let pairs = self.pairs();
         check_section(mrope_section, style, pairs)?;
-        Ok(AxisFreqs::new(pairs, 3, |j| stream_of(style, mrope_section, j), |j| j, &self.freqs))
+        let mut slot = CallFreqs::<MAX_PAIRS>::new();
+        let freqs = self.freqs_at(seq_len, &mut slot)?;
+        Ok(AxisFreqs::new(pairs, 3, |j| stream_of(style, mrope_section, j), |j| j, &freqs))
     }
 
     /// As [`MRope::apply_qk`] with this RoPE's configuration and frequencies.
     ///
     /// # Errors
-    /// First [`RopeError::UnsupportedScaling`] (dynamic NTK, LongRoPE) and
-    /// [`RopeError::InvalidMropeSection`], then those of [`MRope::apply_qk_into`].
+    /// First [`RopeError::InvalidMropeSection`], then those of [`MRope::apply_qk_into`].
     pub fn apply_mrope_qk<T: Element>(
         &self,
         q: HeadsMut<'_, T>,
@@ -257,7 +277,7 @@ impl RopeRef<'_> {
         style: MRopeStyle,
         opts: &MRopeApply<'_>,
     ) -> Result<(), RopeError> {
-        let axes = self.mrope_axes(mrope_section, style)?;
+        let axes = self.mrope_axes(mrope_section, style, axes::call_seq_len(&opts.rows))?;
         let (tokens, tensors) = self.qk_tensors(q, k)?;
         axes::run(self, &axes, tokens, &tensors, opts)
     }
@@ -275,7 +295,7 @@ impl RopeRef<'_> {
         style: MRopeStyle,
         opts: &MRopeApply<'_>,
     ) -> Result<(), RopeError> {
-        let axes = self.mrope_axes(mrope_section, style)?;
+        let axes = self.mrope_axes(mrope_section, style, axes::call_seq_len(&opts.rows))?;
         let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
         axes::run(self, &axes, tokens, &tensors, opts)
     }
@@ -292,7 +312,7 @@ impl RopeRef<'_> {
         cos: &mut [f32],
         sin: &mut [f32],
     ) -> Result<(), RopeError> {
-        let axes = self.mrope_axes(mrope_section, style)?;
+        let axes = self.mrope_axes(mrope_section, style, axes::seq_len(&position_ids))?;
         axes::fill_table(self, &axes, position_ids, cos, sin)
     }
 }
