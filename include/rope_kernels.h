@@ -440,6 +440,57 @@ typedef struct rope_relative_grid {
  */
 typedef uint32_t rope_alibi_form;
 
+/**
+ * Options of `rope_mrope_apply_*` and `rope_vision_apply_*` (required, not NULL): the
+ * position streams and the cos/sin source. Fields a call does not use are ignored.
+ */
+typedef struct rope_mrope_opts {
+    /**
+     * `sizeof(rope_mrope_opts)`.
+     */
+    size_t struct_size;
+    /**
+     * A `ROPE_FORWARD`/`ROPE_INVERSE` value.
+     */
+    rope_direction direction;
+    /**
+     * MRoPE: 0 sectioned (Qwen2-VL, Qwen2.5-VL; ggml MROPE), 1 interleaved (Qwen3-VL; ggml
+     * IMROPE). Ignored by vision.
+     */
+    uint8_t interleaved;
+    /**
+     * MRoPE: `mrope_section` `[t, h, w]` in pairs, summing to `rotary_dim / 2`. Ignored by
+     * vision.
+     */
+    uint32_t mrope_section[3];
+    /**
+     * On the fly: the position streams, `positions_len` values each. MRoPE `[t, h, w]`;
+     * vision `[h, w]` (patch row, column; the third is ignored).
+     */
+    const uint32_t *position_ids[3];
+    /**
+     * Values in each stream (must equal the tokens).
+     */
+    size_t positions_len;
+    /**
+     * `ROPE_COS_SIN_ON_THE_FLY`, or `ROPE_COS_SIN_TABLE`: per-token rows (row `n` for
+     * token `n`, `rotary_dim / 2` wide), e.g. from `rope_mrope_fill_table`.
+     */
+    rope_cos_sin_source cos_sin;
+    /**
+     * `ROPE_COS_SIN_TABLE`: `table_len` cos values.
+     */
+    const float *cos;
+    /**
+     * `ROPE_COS_SIN_TABLE`: `table_len` sin values.
+     */
+    const float *sin;
+    /**
+     * `ROPE_COS_SIN_TABLE`: floats in each of `cos` and `sin`.
+     */
+    size_t table_len;
+} rope_mrope_opts;
+
 #if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
  * A fault for `rope_test_fault`.
@@ -805,6 +856,22 @@ typedef uint32_t rope_tier;
  * buckets at extreme distances).
  */
 #define ROPE_RELATIVE_INDEX_OVERFLOW 66
+
+/**
+ * An `mrope_section` that does not fit the rotary pairs: its sum is not `rotary_dim / 2`,
+ * or (interleaved) `3 * h > pairs + 1` or `3 * w > pairs`.
+ */
+#define ROPE_INVALID_MROPE_SECTION 67
+
+/**
+ * A scaling the operation does not combine with: any scaling with 2-D vision RoPE.
+ */
+#define ROPE_UNSUPPORTED_SCALING 68
+
+/**
+ * MRoPE position helper: token types and grids that do not describe one sequence.
+ */
+#define ROPE_INVALID_POSITION_LAYOUT 69
 
 #if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
@@ -1444,6 +1511,122 @@ rope_status rope_fill_table(const struct rope_t *rope,
                             float *cos,
                             float *sin,
                             size_t len);
+
+/**
+ * Multimodal RoPE (MRoPE), f32, in place: rotates q and (if `k` is not NULL) k with the
+ * handle's configuration and frequencies, pair `j` of every head at
+ * `position_ids[stream(j)][n] * inv_freq[j]`, the stream given by `opts->mrope_section` and
+ * `opts->interleaved` (sectioned: the first `t` pairs use t, the next `h` use h, the last
+ * `w` use w; interleaved: `j % 3 == 1 && j < 3h` uses h, `j % 3 == 2 && j < 3w` uses w,
+ * the others t). Formula: transformers `apply_multimodal_rotary_pos_emb` (Qwen2-VL),
+ * `Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope`. Any scaling of the handle
+ * combines; dynamic NTK and LongRoPE use the frequencies of the call's length (its largest
+ * position over the streams + 1; a table: those of its `rope_mrope_fill_table`).
+ *
+ * Errors (nothing is written): `ROPE_NULL_POINTER` (`rope`, `q`, `opts`, a used buffer
+ * with a non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
+ * `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM`, `ROPE_INVALID_ARGUMENT`
+ * (`interleaved` not 0 or 1), `ROPE_OVERLAPPING_BUFFERS`, `ROPE_TABLE_SHAPE`,
+ * `ROPE_INVALID_MROPE_SECTION`, the
+ * view errors of `rope_apply_f32`, `ROPE_POSITION_COUNT_MISMATCH` (a stream whose
+ * length is not the tokens), `ROPE_POSITION_OUT_OF_RANGE` (a table of fewer rows than
+ * tokens).
+ *
+ * # Safety
+ * `rope` is a handle; `q`, `k`, `opts` are NULL or readable structs whose used buffers are
+ * valid for their counts (tensors readable and writable, the rest readable) and not
+ * accessed by anyone else during the call.
+ */
+rope_status rope_mrope_apply_f32(const struct rope_t *rope,
+                                 const struct rope_tensor *q,
+                                 const struct rope_tensor *k,
+                                 const struct rope_mrope_opts *opts);
+
+/**
+ * `rope_mrope_apply_f32` for IEEE binary16 (`uint16_t` storage).
+ *
+ * # Safety
+ * As for `rope_mrope_apply_f32`.
+ */
+rope_status rope_mrope_apply_f16(const struct rope_t *rope,
+                                 const struct rope_tensor *q,
+                                 const struct rope_tensor *k,
+                                 const struct rope_mrope_opts *opts);
+
+/**
+ * `rope_mrope_apply_f32` for bfloat16 (`uint16_t` storage).
+ *
+ * # Safety
+ * As for `rope_mrope_apply_f32`.
+ */
+rope_status rope_mrope_apply_bf16(const struct rope_t *rope,
+                                  const struct rope_tensor *q,
+                                  const struct rope_tensor *k,
+                                  const struct rope_mrope_opts *opts);
+
+/**
+ * 2-D vision RoPE (Qwen2-VL ViT; transformers `apply_rotary_pos_emb_vision`, ggml
+ * VISION), f32, in place, on a handle of the encoder's configuration (`head_dim`,
+ * `rotary_dim` a multiple of 4, `theta`, no scaling): pair `j < rotary_dim / 4` rotates by
+ * `h * inv_freq[2j]`, pair `j >= rotary_dim / 4` by `w * inv_freq[2(j - rotary_dim / 4)]`
+ * (`inv_freq[2k] = theta^(-2k / (rotary_dim / 2))`, the per-axis frequency; with a caller
+ * `inv_freq` table, put HF's per-axis value `k` at index `2k`). Streams `[h, w]` in
+ * `opts->position_ids[0..2]`.
+ *
+ * Errors: those of `rope_mrope_apply_f32` but the section;
+ * `ROPE_UNSUPPORTED_SCALING` for any scaling, `ROPE_INVALID_ROTARY_DIM` for a `rotary_dim`
+ * that is not a multiple of 4.
+ *
+ * # Safety
+ * As for `rope_mrope_apply_f32`.
+ */
+rope_status rope_vision_apply_f32(const struct rope_t *rope,
+                                  const struct rope_tensor *q,
+                                  const struct rope_tensor *k,
+                                  const struct rope_mrope_opts *opts);
+
+/**
+ * `rope_vision_apply_f32` for IEEE binary16 (`uint16_t` storage).
+ *
+ * # Safety
+ * As for `rope_mrope_apply_f32`.
+ */
+rope_status rope_vision_apply_f16(const struct rope_t *rope,
+                                  const struct rope_tensor *q,
+                                  const struct rope_tensor *k,
+                                  const struct rope_mrope_opts *opts);
+
+/**
+ * `rope_vision_apply_f32` for bfloat16 (`uint16_t` storage).
+ *
+ * # Safety
+ * As for `rope_mrope_apply_f32`.
+ */
+rope_status rope_vision_apply_bf16(const struct rope_t *rope,
+                                   const struct rope_tensor *q,
+                                   const struct rope_tensor *k,
+                                   const struct rope_mrope_opts *opts);
+
+/**
+ * Fills a per-token MRoPE cos/sin table for the streams of `opts` (on the fly mode:
+ * `opts->position_ids`, `positions_len` tokens): row `n` of `cos` and `sin` (`len` floats
+ * each, `len = tokens * rotary_dim / 2`) is token `n`. Pass it to `rope_mrope_apply_*`
+ * with `ROPE_COS_SIN_TABLE`; one table serves every layer of a step.
+ *
+ * Errors (nothing written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`,
+ * `ROPE_INVALID_HANDLE`, `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM`,
+ * `ROPE_INVALID_ARGUMENT`, `ROPE_OVERLAPPING_BUFFERS`, `ROPE_INVALID_MROPE_SECTION`, `ROPE_TABLE_SHAPE` (`len` not `tokens * rotary_dim / 2`,
+ * or `opts->cos_sin` not on the fly).
+ *
+ * # Safety
+ * `rope` is a handle; `opts` readable with readable streams; `cos`, `sin` writable for
+ * `len` floats and not accessed by anyone else during the call.
+ */
+rope_status rope_mrope_fill_table(const struct rope_t *rope,
+                                  const struct rope_mrope_opts *opts,
+                                  float *cos,
+                                  float *sin,
+                                  size_t len);
 
 /**
  * Validates `*cfg` as `rope_init` would and writes to `*size` the bytes of storage (aligned

@@ -25,7 +25,9 @@ pub enum Operand {
 pub enum RopeError {
     /// `head_dim` is 0.
     ZeroHeadDim,
-    /// `rotary_dim` is 0 or odd: RoPE rotates pairs of dimensions.
+    /// `rotary_dim` is 0 or odd: RoPE rotates pairs of dimensions. For 2-D vision RoPE
+    /// ([`VisionRope`](crate::VisionRope)) also when it is not a multiple of 4 (each of the
+    /// two axes rotates `rotary_dim / 4` pairs).
     InvalidRotaryDim {
         /// The rejected value.
         rotary_dim: usize,
@@ -116,6 +118,31 @@ pub enum RopeError {
         expected: usize,
         /// Length of the caller's table.
         len: usize,
+    },
+
+    // ---- Multimodal RoPE (`MRope`, `VisionRope`, `MRopeIndex`) ----
+    /// An `mrope_section` `[t, h, w]` that does not fit the rotary pairs: its sum is not
+    /// `rotary_dim / 2`, or (interleaved) `3 * h > pairs + 1` or `3 * w > pairs`, so that the
+    /// h or w frequencies would run past the last pair (see [`MRopeStyle`](crate::MRopeStyle)).
+    InvalidMropeSection {
+        /// The rejected section `[t, h, w]`, in pairs.
+        mrope_section: [usize; 3],
+        /// `rotary_dim / 2`.
+        pairs: usize,
+    },
+    /// A scaling the operation does not combine with: any scaling, for 2-D vision RoPE
+    /// (vision encoders have none). MRoPE combines with every scaling.
+    UnsupportedScaling {
+        /// The operation, e.g. `"mrope"`, `"vision"`.
+        operation: &'static str,
+        /// The scaling's Hugging Face `rope_type`, e.g. `"dynamic"`.
+        scaling: &'static str,
+    },
+    /// The token types and grids given to [`MRopeIndex`](crate::MRopeIndex) do not describe
+    /// one sequence (a block shorter than its grid, a grid left over, an unknown type, ...).
+    InvalidPositionLayout {
+        /// What is wrong.
+        reason: &'static str,
     },
 
     // ---- Positional encodings other than RoPE (`crate::encodings`) ----
@@ -216,6 +243,17 @@ impl fmt::Display for RopeError {
             RopeError::InvFreqLength { expected, len } => {
                 write!(f, "inv_freq table has {len} entries, expected rotary_dim / 2 = {expected}")
             }
+
+            // ---- Multimodal RoPE ----
+            RopeError::InvalidMropeSection { mrope_section, pairs } => write!(
+                f,
+                "mrope_section {mrope_section:?} does not fit rotary_dim / 2 = {pairs} pairs \
+                 (it must sum to the pairs; interleaved: 3 * h <= pairs + 1, 3 * w <= pairs)"
+            ),
+            RopeError::UnsupportedScaling { operation, scaling } => {
+                write!(f, "{operation} does not support rope scaling `{scaling}`")
+            }
+            RopeError::InvalidPositionLayout { reason } => write!(f, "mrope position ids: {reason}"),
 
             // ---- Positional encodings other than RoPE ----
             RopeError::InvalidEncodingParameter { name, requirement } => {

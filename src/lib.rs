@@ -34,6 +34,7 @@
 //! | build in caller memory sized to the model, no large value on the stack (microcontrollers) | [`RopeParams`] → [`RopeState::init`] into slices of [`RopeState::table_lens`] elements → [`RopeState::rope`] → [`RopeRef`] (the `apply*` methods of [`Rope`]) |
 //! | cos/sin from a table instead of on the fly | a caller buffer: [`Rope::fill_table`] + [`CosSinTable`] (no allocation); a cache: `Rope::build_cache` → `RopeCache` (feature `alloc`); pass it with [`Apply::with_table`] |
 //! | the frequencies themselves (`inv_freq`, `attention_factor`) | [`Rope::frequencies`], [`Frequencies::new`]; HF's own f32 `inv_freq`: [`Rope::with_hf_inv_freq`] |
+//! | multimodal RoPE: Qwen2-VL / Qwen2.5-VL (sectioned) and Qwen3-VL (interleaved) MRoPE, the ViT's 2-D RoPE | [`MRope`], [`VisionRope`] with [`MRopeApply`] / [`VisionApply`]; positions: [`MRopeIndex`], [`vision_position_ids`]; on a borrowed RoPE: [`RopeRef::apply_mrope_qk`], [`RopeRef::apply_vision_qk`] |
 //! | sinusoidal, learned absolute, relative buckets, ALiBi | [`encodings`] |
 //! | choose or cap the CPU tier | [`dispatch`] (process-wide), [`Rope::with_tier`] (one handle) |
 //! | from C | the `rope-kernels-capi` package: `librope_kernels.a`/`.so` and `include/rope_kernels.h` (see README) |
@@ -84,6 +85,10 @@ pub use element::{DType, Element, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONIC
 pub use error::{Operand, RopeError};
 pub use freq::{Frequencies, LongRopeParams, LongRopeRef, PairFactors, Scaling, ScalingRef, YarnParams};
 pub use half::{bf16, f16};
+pub use rope::{
+    vision_position_ids, AxisApply, AxisRows, MRope, MRopeApply, MRopeIndex, MRopeStyle, VisionApply,
+    VisionRope, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
+};
 pub use rope::{
     Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, Rope, RopeRef, RopeState, TokenChunk,
     TokenChunks,

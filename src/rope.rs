@@ -15,7 +15,15 @@ mod state;
 use crate::view::View;
 pub use state::RopeState;
 
+mod axes;
 mod chunked;
+mod mrope;
+mod mrope_index;
+mod vision;
+pub use axes::{AxisApply, AxisRows};
+pub use mrope::{MRope, MRopeApply, MRopeStyle};
+pub use mrope_index::{MRopeIndex, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO};
+pub use vision::{vision_position_ids, VisionApply, VisionRope};
 #[cfg(any(rope_gate_slowdown = "2x", rope_gate_slowdown = "5pct"))]
 mod gate_slowdown;
 pub use chunked::{PreparedCall, TokenChunk, TokenChunks};

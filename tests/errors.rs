@@ -711,10 +711,13 @@ fn every_variant_is_produced() {
     // The variants of the other encodings are produced (with buffers checked unchanged) by
     // tests/encodings.rs.
     let encodings_tests = include_str!("encodings.rs");
+    // Those of multimodal RoPE (MRope, VisionRope, MRopeIndex) by tests/mrope.rs, likewise.
+    let mrope_tests = include_str!("mrope.rs");
     for v in &declared {
         assert!(
             produced.contains_key(v)
                 || encodings_tests.contains(&format!("RopeError::{v}"))
+                || mrope_tests.contains(&format!("RopeError::{v}"))
                 || NOT_PRODUCIBLE.iter().any(|(n, _)| n == v),
             "RopeError::{v} is produced by no test"
         );

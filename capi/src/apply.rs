@@ -140,7 +140,7 @@ unsafe fn options<'a>(p: *const rope_apply_opts, pairs: usize) -> R<(Apply<'a>, 
 ///
 /// # Safety
 /// `p` NULL or a readable `rope_tensor`.
-unsafe fn tensor<T>(p: *const rope_tensor) -> R<(Buf<T>, View)> {
+pub(crate) unsafe fn tensor<T>(p: *const rope_tensor) -> R<(Buf<T>, View)> {
     // SAFETY: the caller's contract; every field accepts any bits.
     let t = unsafe { read(p) }?;
     let v = t.view;

@@ -32,6 +32,7 @@ mod boundary;
 mod config;
 mod encodings;
 mod handle;
+mod mrope;
 #[cfg(all(feature = "panic-handler", not(feature = "std"), not(test)))]
 mod panic;
 mod status;
@@ -48,6 +49,7 @@ pub use apply::*;
 pub use config::*;
 pub use encodings::*;
 pub use handle::*;
+pub use mrope::*;
 pub use status::*;
 pub use storage::*;
 #[cfg(any(test, rope_capi_testing))]

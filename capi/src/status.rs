@@ -110,10 +110,17 @@ pub const ROPE_BEYOND_TRAINED_LENGTH: rope_status = 65;
 /// A relative position index of the call does not fit in `int32_t` (DeBERTa-v2 log
 /// buckets at extreme distances).
 pub const ROPE_RELATIVE_INDEX_OVERFLOW: rope_status = 66;
+/// An `mrope_section` that does not fit the rotary pairs: its sum is not `rotary_dim / 2`,
+/// or (interleaved) `3 * h > pairs + 1` or `3 * w > pairs`.
+pub const ROPE_INVALID_MROPE_SECTION: rope_status = 67;
+/// A scaling the operation does not combine with: any scaling with 2-D vision RoPE.
+pub const ROPE_UNSUPPORTED_SCALING: rope_status = 68;
+/// MRoPE position helper: token types and grids that do not describe one sequence.
+pub const ROPE_INVALID_POSITION_LAYOUT: rope_status = 69;
 
 /// Every status, in numeric order (tests check that each has a name and a message).
 #[cfg(test)]
-pub(crate) const ALL_STATUSES: [rope_status; 33] = [
+pub(crate) const ALL_STATUSES: [rope_status; 36] = [
     ROPE_OK,
     ROPE_ZERO_HEAD_DIM,
     ROPE_INVALID_ROTARY_DIM,
@@ -147,6 +154,9 @@ pub(crate) const ALL_STATUSES: [rope_status; 33] = [
     ROPE_RAGGED_TABLE,
     ROPE_BEYOND_TRAINED_LENGTH,
     ROPE_RELATIVE_INDEX_OVERFLOW,
+    ROPE_INVALID_MROPE_SECTION,
+    ROPE_UNSUPPORTED_SCALING,
+    ROPE_INVALID_POSITION_LAYOUT,
 ];
 
 /// The status of a Rust error.
@@ -176,6 +186,9 @@ pub(crate) fn from_error(e: RopeError) -> rope_status {
         RopeError::RaggedTable { .. } => ROPE_RAGGED_TABLE,
         RopeError::BeyondTrainedLength { .. } => ROPE_BEYOND_TRAINED_LENGTH,
         RopeError::RelativeIndexOverflow { .. } => ROPE_RELATIVE_INDEX_OVERFLOW,
+        RopeError::InvalidMropeSection { .. } => ROPE_INVALID_MROPE_SECTION,
+        RopeError::UnsupportedScaling { .. } => ROPE_UNSUPPORTED_SCALING,
+        RopeError::InvalidPositionLayout { .. } => ROPE_INVALID_POSITION_LAYOUT,
         // `RopeError` is `#[non_exhaustive]`: a kind added to the Rust crate before the C
         // ABI names it is reported generically.
         _ => ROPE_INVALID_ARGUMENT,
@@ -257,6 +270,15 @@ pub(crate) fn describe(status: rope_status) -> Option<(&'static str, &'static st
         ),
         ROPE_RELATIVE_INDEX_OVERFLOW => {
             ("ROPE_RELATIVE_INDEX_OVERFLOW\0", "a relative position index does not fit in int32_t\0")
+        }
+        ROPE_INVALID_MROPE_SECTION => {
+            ("ROPE_INVALID_MROPE_SECTION\0", "mrope_section does not fit the rotary pairs of the handle\0")
+        }
+        ROPE_UNSUPPORTED_SCALING => {
+            ("ROPE_UNSUPPORTED_SCALING\0", "the operation does not support the handle's rope scaling\0")
+        }
+        ROPE_INVALID_POSITION_LAYOUT => {
+            ("ROPE_INVALID_POSITION_LAYOUT\0", "token types and grids do not describe one sequence\0")
         }
         _ => return None,
     })

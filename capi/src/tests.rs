@@ -110,6 +110,9 @@ fn every_rope_error_kind_has_its_status() {
         (RopeError::RaggedTable { len: 3, row_len: 2 }, ROPE_RAGGED_TABLE),
         (RopeError::BeyondTrainedLength { position: 2, max_positions: 2 }, ROPE_BEYOND_TRAINED_LENGTH),
         (RopeError::RelativeIndexOverflow { relative_position: -5 }, ROPE_RELATIVE_INDEX_OVERFLOW),
+        (RopeError::InvalidMropeSection { mrope_section: [1, 2, 3], pairs: 4 }, ROPE_INVALID_MROPE_SECTION),
+        (RopeError::UnsupportedScaling { operation: "mrope", scaling: "dynamic" }, ROPE_UNSUPPORTED_SCALING),
+        (RopeError::InvalidPositionLayout { reason: "x" }, ROPE_INVALID_POSITION_LAYOUT),
     ];
     for (e, s) in cases {
         assert_eq!(status::from_error(e), s, "{e:?}");

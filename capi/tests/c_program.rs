@@ -34,7 +34,10 @@ use rope_kernels::encodings::{
     t5_relative_position_bucket, AlibiForm, LearnedElement, LearnedPositions, RelativeGrid,
     RelativePositions, Sinusoidal, SinusoidalLayout,
 };
-use rope_kernels::{bf16, f16, Apply, Element, HeadsMut, Positions, Rope, RopeConfig, Scaling, View};
+use rope_kernels::{
+    bf16, f16, vision_position_ids, Apply, Element, HeadsMut, MRope, MRopeApply, MRopeStyle, Positions, Rope,
+    RopeConfig, Scaling, View, VisionApply, VisionRope,
+};
 
 const TOKENS: usize = 5;
 const HQ: usize = 32;
@@ -438,4 +441,92 @@ fn release_library_refuses_stale_handles() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("test_stale: all checks passed"));
         println!("{name}: passed");
     }
+}
+
+/// Writes the file `test_mrope.c` reads (its `load` lists the order): MRoPE (6 tokens, 4 q +
+/// 2 k heads, head_dim 128, theta 1e6) sectioned [16, 24, 24] and interleaved [24, 20, 20],
+/// f32 and bf16; the ViT's 2-D RoPE (24 patches of a 4x6 grid, 2 heads, head_dim 80).
+fn write_mrope_expected(path: &Path) {
+    const T: usize = 6;
+    let ids: [[u32; T]; 3] = [[0, 1, 2, 2, 2, 70_000], [0, 1, 2, 3, 3, 70_000], [0, 1, 2, 3, 4, 1 << 30]];
+    // bf16-exact inputs, so the bf16 part reads the same values.
+    let bf = |v: Vec<f32>| -> Vec<f32> { v.into_iter().map(|x| bf16::from_f32(x).to_f32()).collect() };
+    let (q, k) = (bf(inputs(T * 4 * 128, 21)), bf(inputs(T * 2 * 128, 22)));
+    let (qv, kv) = (View::bshd(T, 4, 128), View::bshd(T, 2, 128));
+    let s = [&ids[0][..], &ids[1][..], &ids[2][..]];
+    let mut out = Vec::new();
+    for row in &ids {
+        put(&mut out, row, u32::to_ne_bytes);
+    }
+    put(&mut out, &q, f32::to_ne_bytes);
+    put(&mut out, &k, f32::to_ne_bytes);
+    for (section, style) in [([16, 24, 24], MRopeStyle::Sectioned), ([24, 20, 20], MRopeStyle::Interleaved)] {
+        let m = MRope::new(RopeConfig::new(128, 1e6), section, style).unwrap();
+        let (mut a, mut b) = (q.clone(), k.clone());
+        m.apply_qk(HeadsMut::new(&mut a, qv), Some(HeadsMut::new(&mut b, kv)), &MRopeApply::ids(s)).unwrap();
+        put(&mut out, &a, f32::to_ne_bytes);
+        put(&mut out, &b, f32::to_ne_bytes);
+    }
+    let m = MRope::new(RopeConfig::new(128, 1e6), [16, 24, 24], MRopeStyle::Sectioned).unwrap();
+    let mut h: Vec<bf16> = convert(&q);
+    m.apply(HeadsMut::new(&mut h, qv), &MRopeApply::ids(s)).unwrap();
+    put_bits(&mut out, &h);
+    let (mut vh, mut vw) = (vec![0u32; 24], vec![0u32; 24]);
+    vision_position_ids([1, 4, 6], 2, &mut vh, &mut vw).unwrap();
+    put(&mut out, &vh, u32::to_ne_bytes);
+    put(&mut out, &vw, u32::to_ne_bytes);
+    let x = inputs(24 * 2 * 80, 23);
+    put(&mut out, &x, f32::to_ne_bytes);
+    let vit = VisionRope::new(RopeConfig::new(80, 1e4)).unwrap();
+    let mut y = x.clone();
+    vit.apply(HeadsMut::new(&mut y, View::bshd(24, 2, 80)), &VisionApply::ids([&vh, &vw])).unwrap();
+    put(&mut out, &y, f32::to_ne_bytes);
+    fs::write(path, out).expect("write expected data");
+}
+
+/// Issue 15: `capi/tests/test_mrope.c` (MRoPE and vision RoPE from C) against the static
+/// library, with and without AddressSanitizer + UBSan, bit for bit against the Rust API.
+#[test]
+fn c_mrope_program() {
+    let Some(cc) = c_compiler() else { return };
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/test_mrope.c");
+    let (static_lib, shared_lib) =
+        build_libraries("rope-kernels-capi-testing", "rope_kernels_testing", &test_profile());
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi_mrope");
+    fs::create_dir_all(&work).unwrap();
+    let expected = work.join("expected_mrope.bin");
+    write_mrope_expected(&expected);
+    let mut ran = 0;
+    for sanitize in [false, true] {
+        if sanitize && flag("ROPE_CAPI_NO_SANITIZERS") {
+            println!("skipping the sanitized build: ROPE_CAPI_NO_SANITIZERS=1");
+            continue;
+        }
+        let name = format!("test_mrope_static{}", if sanitize { "_asan" } else { "" });
+        let exe = work.join(&name);
+        let mut c = compile(&cc, &source, &exe, (&static_lib, &shared_lib), false);
+        c.arg("-lm");
+        if sanitize {
+            c.args(SANITIZE);
+        }
+        let built = run(&mut c, "C compiler");
+        if !built.status.success() {
+            if sanitize && !flag("ROPE_CAPI_REQUIRE_SANITIZERS") {
+                println!("skipping {name}: the compiler cannot build with sanitizers");
+                continue;
+            }
+            panic!("{name}: compiling test_mrope.c failed");
+        }
+        let mut r = program(&exe);
+        r.arg(&expected)
+            .env("ASAN_OPTIONS", "halt_on_error=1:abort_on_error=1:detect_leaks=1")
+            .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+            .env("RUST_BACKTRACE", "0");
+        let out = run(&mut r, &name);
+        assert!(out.status.success(), "{name} failed: {}", out.status);
+        assert!(String::from_utf8_lossy(&out.stdout).contains("test_mrope: all checks passed"));
+        println!("{name}: passed");
+        ran += 1;
+    }
+    assert!(ran >= 1, "the MRoPE C program did not run");
 }

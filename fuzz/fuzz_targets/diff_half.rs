@@ -8,4 +8,6 @@ mod fuzzing;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let _ = fuzzing::diff::check_half(data);
+    // The same bytes as a multimodal case too (MRoPE, vision RoPE; issue 15).
+    let _ = fuzzing::mrope::check_half(data);
 });

@@ -16,3 +16,4 @@ pub mod diff;
 pub mod elem;
 pub mod frequencies;
 pub mod input;
+pub mod mrope;

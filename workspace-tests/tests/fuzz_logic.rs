@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use fuzzing::diff::{self, DiffCase, Outcome};
-use fuzzing::{capi, config_json, corpus, frequencies};
+use fuzzing::{capi, config_json, corpus, frequencies, mrope};
 use rand::rngs::StdRng;
 use rand::{Rng, RngExt, SeedableRng};
 use rope_kernels::dispatch;
@@ -37,8 +37,15 @@ fn corpus_dir(target: &str) -> PathBuf {
 
 fn run(target: &str, bytes: &[u8]) -> &'static str {
     match target {
-        "diff_f32" => outcome_name(diff::check::<f32>(&DiffCase::read(bytes))),
-        "diff_half" => outcome_name(diff::check_half(bytes)),
+        "diff_f32" => {
+            // The same bytes as a multimodal case too (MRoPE, vision RoPE).
+            let _ = mrope::check::<f32>(bytes);
+            outcome_name(diff::check::<f32>(&DiffCase::read(bytes)))
+        }
+        "diff_half" => {
+            let _ = mrope::check_half(bytes);
+            outcome_name(diff::check_half(bytes))
+        }
         "frequencies" => {
             if frequencies::check(bytes) {
                 "built"
@@ -236,4 +243,25 @@ fn capi_rlib_has_the_capi_version() {
     // SAFETY: rope_version returns a static NUL-terminated string.
     let reported = unsafe { std::ffi::CStr::from_ptr(rope_kernels_capi::rope_version()) };
     assert_eq!(reported.to_str(), Ok(version));
+}
+
+/// The multimodal check (MRoPE, vision RoPE) on fixed-seed random inputs, for every element
+/// type: some cases must rotate and some be rejected.
+#[test]
+fn mrope_fixed_seeds() {
+    let mut rng = StdRng::seed_from_u64(0x15_15);
+    let mut tally: BTreeMap<&str, usize> = BTreeMap::new();
+    for i in 0..300 {
+        let mut bytes = vec![0u8; 220];
+        rng.fill_bytes(&mut bytes);
+        let outcome = match i % 3 {
+            0 => mrope::check::<f32>(&bytes),
+            1 => mrope::check::<rope_kernels::f16>(&bytes),
+            _ => mrope::check::<rope_kernels::bf16>(&bytes),
+        };
+        *tally.entry(outcome_name(outcome)).or_default() += 1;
+    }
+    println!("mrope: {tally:?}");
+    assert!(tally.get("rotated").copied().unwrap_or(0) > 50, "{tally:?}");
+    assert!(tally.get("rejected").copied().unwrap_or(0) > 5, "{tally:?}");
 }

@@ -1,0 +1,318 @@
+//! Multimodal RoPE (MRoPE): three position streams (t, h, w) per token.
+
+use super::axes::{self, AxisApply, AxisFreqs};
+use super::{CallFreqs, Heads, HeadsMut, Rope, RopeRef};
+use crate::config::{RopeConfig, MAX_PAIRS};
+use crate::dispatch::Tier;
+use crate::element::Element;
+use crate::error::RopeError;
+
+/// Per-call options of [`MRope`]: the three position streams `[t, h, w]` (or a per-token
+/// table) and the direction.
+pub type MRopeApply<'a> = AxisApply<'a, 3>;
+
+/// Which pairs of the head use which position stream.
+///
+/// With `mrope_section = [s_t, s_h, s_w]` (in pairs, summing to `rotary_dim / 2`), pair `j`
+/// always uses `inv_freq[j]` (the 1-D RoPE's frequencies) and:
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MRopeStyle {
+    /// Qwen2-VL, Qwen2.5-VL: pairs `0..s_t` use t, the next `s_h` use h, the last `s_w`
+    /// use w (transformers `apply_multimodal_rotary_pos_emb`, which splits cos/sin of each
+    /// half of the head by `mrope_section`; ggml `GGML_ROPE_TYPE_MROPE`).
+    Sectioned,
+    /// Qwen3-VL: pair `j` uses h if `j % 3 == 1` and `j < 3 * s_h`, w if `j % 3 == 2` and
+    /// `j < 3 * s_w`, t otherwise (transformers `Qwen3VLTextRotaryEmbedding.
+    /// apply_interleaved_mrope`; ggml `GGML_ROPE_TYPE_IMROPE`). `3 * s_h <= pairs + 1` and
+    /// `3 * s_w <= pairs` so that each stream gets exactly its section's count.
+    Interleaved,
+}
+
+/// Multimodal RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): every token has three positions
+/// `(t, h, w)` (text tokens `t = h = w`; see [`MRopeIndex`](crate::MRopeIndex) to build them),
+/// and pair `j` of every head rotates by `position_ids[stream(j)][n] * inv_freq[j]` with the
+/// stream given by [`MRopeStyle`] and `mrope_section`.
+///
+/// Tensors, layouts, element types, angle modes, directions and the checks on the views
+/// are those of [`Rope`]; the positions come as three streams of one entry per token
+/// ([`MRopeApply::ids`]) or as a per-token cos/sin table ([`MRope::fill_table`],
+/// [`MRopeApply::table`]).
+///
+/// ```
+/// use rope_kernels::{HeadsMut, MRope, MRopeApply, MRopeStyle, RopeConfig, View};
+///
+/// // Qwen2-VL-7B: head_dim 128, theta 1e6, mrope_section [16, 24, 24].
+/// let mrope = MRope::new(RopeConfig::new(128, 1e6), [16, 24, 24], MRopeStyle::Sectioned)?;
+/// // 2 text tokens, then one image token at (t, h, w) = (2, 2, 3).
+/// let (t, h, w) = ([0, 1, 2], [0, 1, 2], [0, 1, 3]);
+/// let mut q = vec![0.5f32; 3 * 28 * 128];
+/// mrope.apply(HeadsMut::new(&mut q, View::bshd(3, 28, 128)), &MRopeApply::ids([&t, &h, &w]))?;
+/// # Ok::<(), rope_kernels::RopeError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct MRope {
+    rope: Rope,
+    mrope_section: [usize; 3],
+    style: MRopeStyle,
+    axes: AxisFreqs,
+}
+
+impl MRope {
+    /// Validates `config` (as [`Rope::new`]) and `mrope_section` (`[t, h, w]`, in pairs).
+    ///
+    /// Scaling combines as transformers combines it: `Qwen2VLRotaryEmbedding` takes the
+    /// scaled `inv_freq` and attention factor of any `rope_type` (those of the 1-D path,
+    /// [`Rope::frequencies`]). Frequencies that depend on the call's length (dynamic NTK,
+    /// LongRoPE) are those of a call whose largest position over all three streams is
+    /// `seq_len - 1`, as the 1-D path and HF's `dynamic_rope_update` (`max(position_ids) +
+    /// 1` over the streams) take it; a table keeps the frequencies of its fill.
+    ///
+    /// # Errors
+    /// Those of [`Rope::new`]; [`RopeError::InvalidMropeSection`] if the section does not
+    /// sum to `rotary_dim / 2` or (interleaved) runs past the pairs.
+    pub fn new(config: RopeConfig, mrope_section: [usize; 3], style: MRopeStyle) -> Result<Self, RopeError> {
+        let rope = Rope::new(config)?;
+        let config = rope.config();
+        let pairs = config.pairs();
+        check_section(mrope_section, style, pairs)?;
+        let stream_of = |j: usize| stream_of(style, mrope_section, j);
+        let axes = AxisFreqs::new(pairs, 3, stream_of, |j| j, &rope.frequencies().view());
+        Ok(MRope { rope, mrope_section, style, axes })
+    }
+
+    /// Uses transformers' own f32 `inv_freq` (`rotary_dim / 2` values) and switches to
+    /// [`AngleMode::HfCompatible`](crate::AngleMode::HfCompatible), as
+    /// [`Rope::with_hf_inv_freq`]: angles are `f32(position) * inv_freq[j]` rounded in f32,
+    /// which is what `Qwen2VLRotaryEmbedding.forward` forms per stream.
+    ///
+    /// # Errors
+    /// Those of [`Rope::with_hf_inv_freq`].
+    pub fn with_hf_inv_freq(mut self, inv_freq: &[f32]) -> Result<Self, RopeError> {
+        self.rope = self.rope.with_hf_inv_freq(inv_freq)?;
+        self.axes.set_base(&self.rope.frequencies().view());
+        Ok(self)
+    }
+
+    /// Pins this object to `tier` (as [`Rope::with_tier`]).
+    ///
+    /// # Errors
+    /// [`RopeError::TierUnavailable`].
+    pub fn with_tier(mut self, tier: Tier) -> Result<Self, RopeError> {
+        self.rope = self.rope.with_tier(tier)?;
+        Ok(self)
+    }
+
+    /// The 1-D RoPE underneath: configuration, frequencies (`inv_freq[j]` of pair `j`), tier.
+    pub fn rope(&self) -> &Rope {
+        &self.rope
+    }
+
+    /// `mrope_section` `[t, h, w]`, in pairs.
+    pub fn mrope_section(&self) -> [usize; 3] {
+        self.mrope_section
+    }
+
+    /// Sectioned or interleaved.
+    pub fn style(&self) -> MRopeStyle {
+        self.style
+    }
+
+    /// The stream (0 = t, 1 = h, 2 = w) pair `j` uses (`freq_stream[j]` of the golden
+    /// files); `None` for `j >= rotary_dim / 2`.
+    pub fn stream_of_pair(&self, j: usize) -> Option<usize> {
+        (j < self.axes.pairs()).then(|| self.axes.stream_of(j))
+    }
+
+    /// Fills a per-token cos/sin table: row `n` of `cos`, `sin` is token `n` at
+    /// `(position_ids[0][n], position_ids[1][n], position_ids[2][n])`, the values the
+    /// on-the-fly path uses. Pass it with [`MRopeApply::table`]; it serves every layer of a
+    /// step.
+    ///
+    /// # Errors
+    /// [`RopeError::PositionCountMismatch`] if the streams differ in length;
+    /// [`RopeError::TableShape`] unless `cos.len() == sin.len() == tokens * rotary_dim / 2`.
+    /// Nothing is written on error.
+    pub fn fill_table(
+        &self,
+        position_ids: [&[u32]; 3],
+        cos: &mut [f32],
+        sin: &mut [f32],
+    ) -> Result<(), RopeError> {
+        let r = self.rope.as_ref();
+        if self.dynamic() {
+            return r.fill_mrope_table(position_ids, self.mrope_section, self.style, cos, sin);
+        }
+        axes::fill_table(&r, &self.axes, position_ids, cos, sin)
+    }
+
+    /// Whether the frequencies depend on the call's length (computed per call).
+    fn dynamic(&self) -> bool {
+        self.rope.config().scaling.depends_on_seq_len()
+    }
+
+    /// [`MRope::fill_table`] into a new per-token table (`tokens` rows, each array on a
+    /// 64-byte line, as `Rope::build_cache`); pass `cache.table()`.
+    ///
+    /// # Errors
+    /// [`RopeError::PositionCountMismatch`] if the streams differ in length;
+    /// [`RopeError::OutOfMemory`] if the allocator refuses the tables.
+    #[cfg(feature = "alloc")]
+    pub fn build_table(&self, position_ids: [&[u32]; 3]) -> Result<crate::RopeCache, RopeError> {
+        let r = self.rope.as_ref();
+        if self.dynamic() {
+            let axes = r.mrope_axes(self.mrope_section, self.style, axes::seq_len(&position_ids))?;
+            return axes::build_table(&r, &axes, position_ids);
+        }
+        axes::build_table(&r, &self.axes, position_ids)
+    }
+
+    /// Rotates one tensor in place.
+    ///
+    /// # Errors
+    /// See [`MRope::apply_qk_into`].
+    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &MRopeApply<'_>) -> Result<(), RopeError> {
+        self.apply_qk(x, None, opts)
+    }
+
+    /// Rotates q and (optionally) k in place at the same positions.
+    ///
+    /// # Errors
+    /// See [`MRope::apply_qk_into`].
+    pub fn apply_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        opts: &MRopeApply<'_>,
+    ) -> Result<(), RopeError> {
+        let r = self.rope.as_ref();
+        if self.dynamic() {
+            return r.apply_mrope_qk(q, k, self.mrope_section, self.style, opts);
+        }
+        let (tokens, tensors) = r.qk_tensors(q, k)?;
+        axes::run(&r, &self.axes, tokens, &tensors, opts)
+    }
+
+    /// Rotates q and (optionally) k out of place (outputs have their inputs' shapes, their
+    /// own strides; pass-through dimensions are copied).
+    ///
+    /// # Errors
+    /// Nothing is written when any is returned. First the views, as
+    /// [`Rope::apply_qk_into`] ([`RopeError::OverlappingStrides`],
+    /// [`RopeError::StrideOverflow`], [`RopeError::BufferTooShort`],
+    /// [`RopeError::ShapeMismatch`]); then, on the fly, [`RopeError::PositionCountMismatch`]
+    /// for a stream whose length is not the token count (t, then h, then w); with a table,
+    /// [`RopeError::TableShape`] for rows not `rotary_dim / 2` wide, then
+    /// [`RopeError::PositionOutOfRange`] (`position`: the last token index) for fewer rows
+    /// than tokens. Zero tokens or heads is an `Ok` no-op after these checks.
+    pub fn apply_qk_into<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+        opts: &MRopeApply<'_>,
+    ) -> Result<(), RopeError> {
+        let r = self.rope.as_ref();
+        if self.dynamic() {
+            return r.apply_mrope_qk_into(q, q_out, k, self.mrope_section, self.style, opts);
+        }
+        let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
+        axes::run(&r, &self.axes, tokens, &tensors, opts)
+    }
+}
+
+/// The stream of pair `j` (see [`MRopeStyle`]).
+fn stream_of(style: MRopeStyle, [st, sh, sw]: [usize; 3], j: usize) -> usize {
+    match style {
+        MRopeStyle::Sectioned if j < st => 0,
+        MRopeStyle::Sectioned if j < st + sh => 1,
+        MRopeStyle::Sectioned => 2,
+        MRopeStyle::Interleaved if j % 3 == 1 && j < 3 * sh => 1,
+        MRopeStyle::Interleaved if j % 3 == 2 && j < 3 * sw => 2,
+        MRopeStyle::Interleaved => 0,
+    }
+}
+
+/// Checks `mrope_section` against `pairs` (see [`RopeError::InvalidMropeSection`]).
+fn check_section(mrope_section: [usize; 3], style: MRopeStyle, pairs: usize) -> Result<(), RopeError> {
+    let [st, sh, sw] = mrope_section;
+    let bad = RopeError::InvalidMropeSection { mrope_section, pairs };
+    let sum = st.checked_add(sh).and_then(|s| s.checked_add(sw)).ok_or(bad)?;
+    if sum != pairs {
+        return Err(bad);
+    }
+    if style == MRopeStyle::Interleaved && (sh > (pairs + 1) / 3 || sw > pairs / 3) {
+        return Err(bad);
+    }
+    Ok(())
+}
+
+/// MRoPE on a borrowed RoPE (e.g. one built in caller memory, [`RopeState`](crate::RopeState),
+/// as the C ABI does): the same operation as [`MRope`], its pair-to-stream tables built per
+/// call (a copy of `rotary_dim / 2` frequencies).
+impl RopeRef<'_> {
+    /// The pair tables of an MRoPE call of length `seq_len` (its frequencies: stored, or
+    /// computed for that length), after the section check.
+    fn mrope_axes(
+        &self,
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        seq_len: u64,
+    ) -> Result<AxisFreqs, RopeError> {
+        let pairs = self.pairs();
+        check_section(mrope_section, style, pairs)?;
+        let mut slot = CallFreqs::<MAX_PAIRS>::new();
+        let freqs = self.freqs_at(seq_len, &mut slot)?;
+        Ok(AxisFreqs::new(pairs, 3, |j| stream_of(style, mrope_section, j), |j| j, &freqs))
+    }
+
+    /// As [`MRope::apply_qk`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// First [`RopeError::InvalidMropeSection`], then those of [`MRope::apply_qk_into`].
+    pub fn apply_mrope_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        opts: &MRopeApply<'_>,
+    ) -> Result<(), RopeError> {
+        let axes = self.mrope_axes(mrope_section, style, axes::call_seq_len(&opts.rows))?;
+        let (tokens, tensors) = self.qk_tensors(q, k)?;
+        axes::run(self, &axes, tokens, &tensors, opts)
+    }
+
+    /// As [`MRope::apply_qk_into`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// As [`RopeRef::apply_mrope_qk`].
+    pub fn apply_mrope_qk_into<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        opts: &MRopeApply<'_>,
+    ) -> Result<(), RopeError> {
+        let axes = self.mrope_axes(mrope_section, style, axes::call_seq_len(&opts.rows))?;
+        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
+        axes::run(self, &axes, tokens, &tensors, opts)
+    }
+
+    /// As [`MRope::fill_table`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// As [`RopeRef::apply_mrope_qk`]'s configuration checks, then [`MRope::fill_table`]'s.
+    pub fn fill_mrope_table(
+        &self,
+        position_ids: [&[u32]; 3],
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        cos: &mut [f32],
+        sin: &mut [f32],
+    ) -> Result<(), RopeError> {
+        let axes = self.mrope_axes(mrope_section, style, axes::seq_len(&position_ids))?;
+        axes::fill_table(self, &axes, position_ids, cos, sin)
+    }
+}

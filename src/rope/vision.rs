@@ -1,0 +1,301 @@
+//! 2-D RoPE of vision encoders: two position streams (patch row h, patch column w).
+
+use super::axes::{self, AxisApply, AxisFreqs};
+use super::{Heads, HeadsMut, Rope, RopeRef};
+use crate::config::{RopeConfig, MAX_PAIRS};
+use crate::dispatch::Tier;
+use crate::element::Element;
+use crate::error::RopeError;
+use crate::freq::ScalingRef;
+use crate::freq::{Frequencies, Scaling};
+
+/// Per-call options of [`VisionRope`]: the two position streams `[h, w]` (or a per-token
+/// table) and the direction.
+pub type VisionApply<'a> = AxisApply<'a, 2>;
+
+/// 2-D vision RoPE (Qwen2-VL / Qwen2.5-VL ViT, transformers `Qwen2VLVisionRotaryEmbedding`
+/// with `apply_rotary_pos_emb_vision`; ggml `GGML_ROPE_TYPE_VISION`).
+///
+/// Each axis has `rotary_dim / 4` frequencies `inv_k = theta^(-2k / (rotary_dim / 2))`,
+/// `k < rotary_dim / 4` (a 1-D RoPE of dimension `rotary_dim / 2`). Pair `j < rotary_dim /
+/// 4` rotates by `h * inv_j`, pair `j >= rotary_dim / 4` by `w * inv_(j - rotary_dim / 4)`,
+/// where `(h, w)` are the patch's row and column ([`vision_position_ids`] builds them in the
+/// ViT's patch order). The pairs are those of the configuration's [`Layout`](crate::Layout):
+/// `HalfSplit` for Qwen (`rotate_half` over the whole head).
+///
+/// Llama 4's vision encoder (`Llama4VisionRotaryEmbedding` with `vision_apply_rotary_emb`)
+/// is the same rule with `Layout::Interleaved` (complex pairs `(2j, 2j+1)`), the column
+/// first and 1-based positions: pass `[w + 1, h + 1]` as the streams and `[0, 0]` for the
+/// CLS token, whose rotation transformers masks to the identity.
+///
+/// ```
+/// use rope_kernels::{vision_position_ids, HeadsMut, RopeConfig, View, VisionApply, VisionRope};
+///
+/// // Qwen2-VL ViT: head_dim 80, theta 1e4; a 4x6 patch grid, 2x2 merge blocks.
+/// let vit = VisionRope::new(RopeConfig::new(80, 1e4))?;
+/// let (mut h, mut w) = ([0u32; 24], [0u32; 24]);
+/// assert_eq!(vision_position_ids([1, 4, 6], 2, &mut h, &mut w)?, 24);
+/// let mut q = vec![0.5f32; 24 * 16 * 80];
+/// vit.apply(HeadsMut::new(&mut q, View::bshd(24, 16, 80)), &VisionApply::ids([&h, &w]))?;
+/// # Ok::<(), rope_kernels::RopeError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct VisionRope {
+    rope: Rope,
+    axis: Frequencies,
+    axes: AxisFreqs,
+}
+
+impl VisionRope {
+    /// Validates `config` (`head_dim`, `rotary_dim`, `theta`, layout, angle mode; as
+    /// [`Rope::new`]) and computes the per-axis frequencies.
+    ///
+    /// # Errors
+    /// Those of [`Rope::new`]; [`RopeError::InvalidRotaryDim`] if `rotary_dim` is not a
+    /// multiple of 4; [`RopeError::UnsupportedScaling`] for any scaling (vision encoders
+    /// have none).
+    pub fn new(config: RopeConfig) -> Result<Self, RopeError> {
+        let rope = Rope::new(config)?;
+        let config = rope.config();
+        if !matches!(config.scaling, Scaling::None) {
+            return Err(RopeError::UnsupportedScaling {
+                operation: "vision",
+                scaling: config.scaling.name(),
+            });
+        }
+        let rd = config.rotary_dim;
+        if !rd.is_multiple_of(4) {
+            return Err(RopeError::InvalidRotaryDim { rotary_dim: rd });
+        }
+        let quarter = rd / 4;
+        // The per-axis frequencies theta^(-2k / (rd / 2)) are the 1-D RoPE's even ones,
+        // theta^(-2(2k) / rd): the same f64 exponent (one rational, rounded once), so the
+        // same bits; `axis` holds them again as a 1-D set of `rd / 4` pairs, to show.
+        let axis = Frequencies::new(&RopeConfig::new(rd / 2, config.theta), 0)?;
+        let axes = AxisFreqs::new(
+            rd / 2,
+            2,
+            vision_stream(quarter),
+            vision_freq(quarter),
+            &rope.frequencies().view(),
+        );
+        Ok(VisionRope { rope, axis, axes })
+    }
+
+    /// Uses transformers' own f32 per-axis `inv_freq` (`rotary_dim / 4` values, the
+    /// `inv_freq` buffer of `Qwen2VLVisionRotaryEmbedding`) and switches to
+    /// [`AngleMode::HfCompatible`](crate::AngleMode::HfCompatible): angles are
+    /// `f32(h) * inv_freq[k]` rounded in f32, as `torch.outer(seq, inv_freq)` forms them.
+    ///
+    /// # Errors
+    /// [`RopeError::InvFreqLength`] if `inv_freq.len() != rotary_dim / 4`;
+    /// [`RopeError::InvalidScalingParameter`] (`"inv_freq"`) for a value outside `[0, 2^95]`.
+    pub fn with_hf_inv_freq(mut self, inv_freq: &[f32]) -> Result<Self, RopeError> {
+        let quarter = self.axes.pairs() / 2;
+        if inv_freq.len() != quarter {
+            return Err(RopeError::InvFreqLength { expected: quarter, len: inv_freq.len() });
+        }
+        self.axis.set_inv_freq_f32(inv_freq)?;
+        // Value k at 1-D pairs 2k (the one read) and 2k + 1.
+        let mut full = [0.0f32; MAX_PAIRS];
+        for (i, f) in full[..2 * quarter].iter_mut().enumerate() {
+            *f = inv_freq[i / 2];
+        }
+        self.rope = self.rope.with_hf_inv_freq(&full[..2 * quarter])?;
+        self.axes.set_base(&self.rope.frequencies().view());
+        Ok(self)
+    }
+
+    /// Pins this object to `tier` (as [`Rope::with_tier`]).
+    ///
+    /// # Errors
+    /// [`RopeError::TierUnavailable`].
+    pub fn with_tier(mut self, tier: Tier) -> Result<Self, RopeError> {
+        self.rope = self.rope.with_tier(tier)?;
+        Ok(self)
+    }
+
+    /// The configuration and tier (its own frequencies are those of a 1-D RoPE and unused).
+    pub fn rope(&self) -> &Rope {
+        &self.rope
+    }
+
+    /// The per-axis frequencies (`rotary_dim / 4` pairs).
+    pub fn axis_frequencies(&self) -> &Frequencies {
+        &self.axis
+    }
+
+    /// Fills a per-token cos/sin table: row `n` is patch `n` at `(position_ids[0][n],
+    /// position_ids[1][n])` = `(h, w)`. Pass it with [`VisionApply::table`]: one table
+    /// serves every layer of the encoder.
+    ///
+    /// # Errors
+    /// As [`MRope::fill_table`](crate::MRope::fill_table).
+    pub fn fill_table(
+        &self,
+        position_ids: [&[u32]; 2],
+        cos: &mut [f32],
+        sin: &mut [f32],
+    ) -> Result<(), RopeError> {
+        axes::fill_table(&self.rope.as_ref(), &self.axes, position_ids, cos, sin)
+    }
+
+    /// [`VisionRope::fill_table`] into a new per-token table (`tokens` rows, each array on a
+    /// 64-byte line, as `Rope::build_cache`); pass `cache.table()`.
+    ///
+    /// # Errors
+    /// [`RopeError::PositionCountMismatch`] if the streams differ in length;
+    /// [`RopeError::OutOfMemory`] if the allocator refuses the tables.
+    #[cfg(feature = "alloc")]
+    pub fn build_table(&self, position_ids: [&[u32]; 2]) -> Result<crate::RopeCache, RopeError> {
+        axes::build_table(&self.rope.as_ref(), &self.axes, position_ids)
+    }
+
+    /// Rotates one tensor in place.
+    ///
+    /// # Errors
+    /// See [`MRope::apply_qk_into`](crate::MRope::apply_qk_into) (two streams, h then w).
+    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &VisionApply<'_>) -> Result<(), RopeError> {
+        self.apply_qk(x, None, opts)
+    }
+
+    /// Rotates q and (optionally) k in place at the same positions.
+    ///
+    /// # Errors
+    /// See [`MRope::apply_qk_into`](crate::MRope::apply_qk_into).
+    pub fn apply_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        opts: &VisionApply<'_>,
+    ) -> Result<(), RopeError> {
+        let r = self.rope.as_ref();
+        let (tokens, tensors) = r.qk_tensors(q, k)?;
+        axes::run(&r, &self.axes, tokens, &tensors, opts)
+    }
+
+    /// Rotates q and (optionally) k out of place.
+    ///
+    /// # Errors
+    /// See [`MRope::apply_qk_into`](crate::MRope::apply_qk_into).
+    pub fn apply_qk_into<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+        opts: &VisionApply<'_>,
+    ) -> Result<(), RopeError> {
+        let r = self.rope.as_ref();
+        let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
+        axes::run(&r, &self.axes, tokens, &tensors, opts)
+    }
+}
+
+/// The stream of vision pair `j`: 0 (h) below `quarter = rotary_dim / 4`, else 1 (w).
+pub(crate) fn vision_stream(quarter: usize) -> impl Fn(usize) -> usize {
+    move |j| usize::from(j >= quarter)
+}
+
+/// The 1-D frequency index of vision pair `j`: `2 * (j mod quarter)` (see [`VisionRope::new`]).
+pub(crate) fn vision_freq(quarter: usize) -> impl Fn(usize) -> usize {
+    move |j| 2 * (j % quarter)
+}
+
+/// The `(h, w)` patch positions of a Qwen2-VL / Qwen2.5-VL ViT input of `grid_thw = [t, h,
+/// w]` patches, in the encoder's patch order: frames in order, within a frame the
+/// `spatial_merge_size`² merge blocks row-major over the grid, within a block row-major
+/// (transformers `Qwen2VisionTransformerPretrainedModel.rot_pos_emb`). Writes
+/// `t * h * w` entries to `h_out`, `w_out` and returns that count.
+///
+/// # Errors
+/// [`RopeError::InvalidPositionLayout`] if `spatial_merge_size` is 0 or does not divide
+/// `h` and `w`; [`RopeError::PositionCountMismatch`] if `h_out` or `w_out` is not `t * h * w`
+/// long (`tokens` is that count). Nothing is written on error.
+pub fn vision_position_ids(
+    grid_thw: [u32; 3],
+    spatial_merge_size: u32,
+    h_out: &mut [u32],
+    w_out: &mut [u32],
+) -> Result<usize, RopeError> {
+    let [t, h, w] = grid_thw;
+    let m = spatial_merge_size;
+    if m == 0 || h % m != 0 || w % m != 0 {
+        return Err(RopeError::InvalidPositionLayout {
+            reason: "spatial_merge_size must be > 0 and divide the grid's h and w",
+        });
+    }
+    let n = (t as usize).checked_mul(h as usize).and_then(|x| x.checked_mul(w as usize));
+    let n = n.ok_or(RopeError::PositionOverflow)?;
+    for len in [h_out.len(), w_out.len()] {
+        if len != n {
+            return Err(RopeError::PositionCountMismatch { tokens: n, positions: len });
+        }
+    }
+    let mut i = 0;
+    for _ in 0..t {
+        for br in 0..h / m {
+            for bc in 0..w / m {
+                for r in 0..m {
+                    for c in 0..m {
+                        h_out[i] = br * m + r;
+                        w_out[i] = bc * m + c;
+                        i += 1;
+                    }
+                }
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// 2-D vision RoPE on a borrowed RoPE of the encoder's configuration (`head_dim`,
+/// `rotary_dim`, `theta`, no scaling; as the C ABI holds it): the same operation and bits as
+/// [`VisionRope`], whose per-axis frequency `k` is this RoPE's `inv_freq[2k]` (for a caller
+/// f32 table too: put HF's per-axis value `k` at index `2k`).
+impl RopeRef<'_> {
+    /// The pair tables of a vision call, after its configuration checks.
+    fn vision_axes(&self) -> Result<AxisFreqs, RopeError> {
+        if !matches!(self.params.scaling, ScalingRef::None) {
+            return Err(RopeError::UnsupportedScaling { operation: "vision", scaling: "scaled" });
+        }
+        let rd = self.params.rotary_dim;
+        if !rd.is_multiple_of(4) {
+            return Err(RopeError::InvalidRotaryDim { rotary_dim: rd });
+        }
+        let q = rd / 4;
+        Ok(AxisFreqs::new(rd / 2, 2, vision_stream(q), vision_freq(q), &self.freqs))
+    }
+
+    /// As [`VisionRope::apply_qk`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// First [`RopeError::UnsupportedScaling`] (any scaling) and
+    /// [`RopeError::InvalidRotaryDim`] (not a multiple of 4), then those of
+    /// [`MRope::apply_qk_into`](crate::MRope::apply_qk_into) (two streams).
+    pub fn apply_vision_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        opts: &VisionApply<'_>,
+    ) -> Result<(), RopeError> {
+        let axes = self.vision_axes()?;
+        let (tokens, tensors) = self.qk_tensors(q, k)?;
+        axes::run(self, &axes, tokens, &tensors, opts)
+    }
+
+    /// As [`VisionRope::apply_qk_into`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// As [`RopeRef::apply_vision_qk`].
+    pub fn apply_vision_qk_into<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+        opts: &VisionApply<'_>,
+    ) -> Result<(), RopeError> {
+        let axes = self.vision_axes()?;
+        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
+        axes::run(self, &axes, tokens, &tensors, opts)
+    }
+}

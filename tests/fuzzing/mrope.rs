@@ -1,0 +1,311 @@
+//! The multimodal part of `diff_f32` / `diff_half` (issue 15): MRoPE (sectioned,
+//! interleaved) and 2-D vision RoPE, every available tier against the scalar one.
+//!
+//! The same input bytes are read as an [`MRopeCase`] (its own small encoding, so the
+//! 1-D [`DiffCase`](super::diff::DiffCase) format is unchanged): the operation, `pairs`, a
+//! section (possibly wrong), layout, angle mode, head and token counts, the position
+//! streams (possibly of the wrong length, up to `u32::MAX`), the cos/sin source (on the fly,
+//! a table filled on each tier, a table of raw values, too few rows), direction, in place or
+//! out of place. [`check`] asserts that every tier returns the scalar tier's result and
+//! leaves every buffer with its bits (canaries included), and that a failed call changed
+//! nothing.
+
+use rope_kernels::dispatch::{self, Tier};
+use rope_kernels::{
+    AngleMode, AxisApply, CosSinTable, Heads, HeadsMut, Layout, MRope, MRopeStyle, RopeConfig, RopeError,
+    View, VisionRope,
+};
+
+use super::diff::{random_elem, Outcome};
+use super::elem::FuzzElem;
+use super::input::{Input, SplitMix};
+
+/// Canary elements on each side of every buffer.
+const PAD: usize = 5;
+
+/// One multimodal fuzz case (see the module docs); fields are mapped into range by `%`.
+#[derive(Clone, Debug)]
+pub struct MRopeCase {
+    pub op: u8,
+    pub pairs: u8,
+    pub section: [u8; 3],
+    pub extra_dims: u8,
+    pub interleaved_layout: bool,
+    pub hf: bool,
+    pub tokens: u8,
+    pub q_heads: u8,
+    pub k_heads: u8,
+    pub stream_delta: u8,
+    pub positions: Vec<(u8, u32)>,
+    pub source: u8,
+    pub inverse: bool,
+    pub out_of_place: bool,
+    pub data_seed: u64,
+    pub specials: u8,
+}
+
+impl MRopeCase {
+    pub fn read(bytes: &[u8]) -> Self {
+        let mut r = Input::new(bytes);
+        let op = r.u8();
+        let pairs = r.u8();
+        let section = [r.u8(), r.u8(), r.u8()];
+        let (extra_dims, interleaved_layout, hf) = (r.u8(), r.bool(), r.bool());
+        let (tokens, q_heads, k_heads, stream_delta) = (r.u8(), r.u8(), r.u8(), r.u8());
+        let positions = (0..3 * 8).map(|_| (r.u8(), r.u32())).collect();
+        let (source, inverse, out_of_place) = (r.u8(), r.bool(), r.bool());
+        let (data_seed, specials) = (r.u64(), r.u8());
+        MRopeCase {
+            op,
+            pairs,
+            section,
+            extra_dims,
+            interleaved_layout,
+            hf,
+            tokens,
+            q_heads,
+            k_heads,
+            stream_delta,
+            positions,
+            source,
+            inverse,
+            out_of_place,
+            data_seed,
+            specials,
+        }
+    }
+}
+
+/// The object under test on one tier.
+enum Op {
+    M(Box<MRope>),
+    V(Box<VisionRope>),
+}
+
+/// One tier's buffers after the call, and its result.
+struct Run<T> {
+    tier: Tier,
+    result: Result<(), RopeError>,
+    bufs: Vec<Vec<T>>,
+    table: (Vec<f32>, Vec<f32>),
+}
+
+fn bits<T: FuzzElem>(v: &[T]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits_u32()).collect()
+}
+
+/// Builds the case's object pinned to `tier`, or `None` for a configuration every tier
+/// rejects in the same way (checked by the caller against the scalar tier).
+fn build(c: &MRopeCase, tier: Tier) -> Result<Op, RopeError> {
+    let pairs = 1 + usize::from(c.pairs % 40);
+    let rd = 2 * pairs;
+    let config = RopeConfig::new(rd + usize::from(c.extra_dims % 4), 10_000.0)
+        .with_rotary_dim(rd)
+        .with_layout(if c.interleaved_layout { Layout::Interleaved } else { Layout::HalfSplit })
+        .with_angle_mode(if c.hf { AngleMode::HfCompatible } else { AngleMode::Exact });
+    if c.op % 3 == 2 {
+        return Ok(Op::V(Box::new(VisionRope::new(config)?.with_tier(tier)?)));
+    }
+    let style = if c.op.is_multiple_of(3) { MRopeStyle::Sectioned } else { MRopeStyle::Interleaved };
+    // Mostly a valid section (the rest of the pairs go to t), sometimes the raw bytes.
+    let [a, b, w] = c.section.map(usize::from);
+    let section = if c.op & 0x80 != 0 {
+        [a, b, w]
+    } else if style == MRopeStyle::Interleaved {
+        let (h, w) = (b % ((pairs + 1) / 3 + 1), w % (pairs / 3 + 1));
+        [pairs - h - w, h, w]
+    } else {
+        let h = b % (pairs + 1);
+        let w = w % (pairs - h + 1);
+        [pairs - h - w, h, w]
+    };
+    Ok(Op::M(Box::new(MRope::new(config, section, style)?.with_tier(tier)?)))
+}
+
+fn pairs_of(op: &Op) -> (usize, usize, usize) {
+    let c = match op {
+        Op::M(m) => m.rope().config(),
+        Op::V(v) => v.rope().config(),
+    };
+    (c.head_dim, c.pairs(), if matches!(op, Op::M(_)) { 3 } else { 2 })
+}
+
+/// Runs the case on every available tier; see the module docs for what is asserted.
+pub fn check<T: FuzzElem>(bytes: &[u8]) -> Outcome {
+    let c = MRopeCase::read(bytes);
+    let scalar = build(&c, Tier::Scalar);
+    let Ok(op0) = scalar else {
+        for tier in dispatch::available_tiers() {
+            assert_eq!(build(&c, tier).err(), scalar.as_ref().err().copied(), "{tier}: construction");
+        }
+        return Outcome::Skipped;
+    };
+    let (hd, pairs, streams) = pairs_of(&op0);
+    let tokens = usize::from(c.tokens % 7);
+    let (qh, kh) = (usize::from(c.q_heads % 5), usize::from(c.k_heads % 4));
+    let mut rng = SplitMix(c.data_seed);
+    // Streams: one may be longer or shorter (a count mismatch).
+    let delta = isize::from(c.stream_delta >= 250) * (isize::from(c.stream_delta) - 252);
+    let mut ids: Vec<Vec<u32>> = (0..streams)
+        .map(|s| {
+            (0..tokens)
+                .map(|t| {
+                    let (sel, raw) = c.positions[(s * 8 + t) % c.positions.len()];
+                    match sel % 4 {
+                        0 => raw % 16,
+                        1 => raw % 4096,
+                        2 => u32::MAX - raw % 16,
+                        _ => raw,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let last = streams - 1;
+    let n = (tokens as isize + delta).max(0) as usize;
+    ids[last].resize(n, 7);
+    // Tensors: q (and k) BSHD in padded buffers, outputs likewise.
+    let view = |heads| View::bshd(tokens, heads, hd);
+    let padded = |rng: &mut SplitMix, len: usize| -> Vec<T> {
+        let mut v = vec![T::from_bits(T::CANARY); len + 2 * PAD];
+        for x in &mut v[PAD..PAD + len] {
+            *x = random_elem(rng, c.specials);
+        }
+        v
+    };
+    let mut bufs = vec![padded(&mut rng, tokens * qh * hd), padded(&mut rng, tokens * kh * hd)];
+    if c.out_of_place {
+        bufs.push(padded(&mut rng, tokens * qh * hd));
+        bufs.push(padded(&mut rng, tokens * kh * hd));
+    }
+    // Source: 0 on the fly, 1 table filled on each tier, 2 raw table, 3 a row too few.
+    let source = c.source % 4;
+    let rows = if source == 3 { tokens.saturating_sub(1) } else { tokens };
+    let raw_table: Vec<f32> = (0..2 * rows * pairs)
+        .map(|_| {
+            if rng.below(4) == 0 {
+                f32::from_bits(rng.next() as u32)
+            } else {
+                rng.next() as u32 as f32 / 4e9
+            }
+        })
+        .collect();
+    let before = bufs.clone();
+
+    let mut runs = Vec::new();
+    for tier in dispatch::available_tiers() {
+        let op = build(&c, tier).expect("the scalar tier built it");
+        let mut b = before.clone();
+        let (mut cos, mut sin) = (raw_table[..rows * pairs].to_vec(), raw_table[rows * pairs..].to_vec());
+        let mut result = Ok(());
+        if source == 1 {
+            result = match &op {
+                Op::M(m) => m.fill_table([&ids[0], &ids[1], &ids[2]], &mut cos, &mut sin),
+                Op::V(v) => v.fill_table([&ids[0], &ids[1]], &mut cos, &mut sin),
+            };
+        }
+        if result.is_ok() {
+            let table = if source == 0 { None } else { Some(CosSinTable::new(&cos, &sin, pairs).ok()) };
+            result = call(&op, &c, &mut b, (qh, kh), view, &ids, table);
+        }
+        runs.push(Run { tier, result, bufs: b, table: (cos, sin) });
+    }
+    let first = &runs[0];
+    for r in &runs[1..] {
+        assert_eq!(r.result, first.result, "{}: result differs from {}", r.tier, first.tier);
+        for (i, (a, b)) in r.bufs.iter().zip(&first.bufs).enumerate() {
+            assert_eq!(bits(a), bits(b), "{}: buffer {i} differs from {}", r.tier, first.tier);
+        }
+        assert_eq!(bits32(&r.table.0), bits32(&first.table.0), "{}: table cos", r.tier);
+        assert_eq!(bits32(&r.table.1), bits32(&first.table.1), "{}: table sin", r.tier);
+    }
+    // Canaries always intact; on error nothing changed.
+    for r in &runs {
+        for (i, (a, b)) in r.bufs.iter().zip(&before).enumerate() {
+            let n = a.len();
+            assert_eq!(bits(&a[..PAD]), bits(&b[..PAD]), "{}: canary before buffer {i}", r.tier);
+            assert_eq!(bits(&a[n - PAD..]), bits(&b[n - PAD..]), "{}: canary after buffer {i}", r.tier);
+            if r.result.is_err() || (c.out_of_place && i < 2) {
+                assert_eq!(bits(a), bits(b), "{}: buffer {i} written", r.tier);
+            }
+        }
+    }
+    match first.result {
+        Ok(()) => Outcome::Rotated,
+        Err(e) => Outcome::Rejected(e),
+    }
+}
+
+fn bits32(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The call of the case on `op` over the padded buffers (`table`: `Some(None)` for a table
+/// the constructor refused, which the call then reports as `TableShape`).
+fn call<T: FuzzElem>(
+    op: &Op,
+    c: &MRopeCase,
+    bufs: &mut [Vec<T>],
+    (qh, kh): (usize, usize),
+    view: impl Fn(usize) -> View,
+    ids: &[Vec<u32>],
+    table: Option<Option<CosSinTable<'_>>>,
+) -> Result<(), RopeError> {
+    let table = match table {
+        None => None,
+        Some(Some(t)) => Some(t),
+        Some(None) => return Err(RopeError::TableShape),
+    };
+    fn opts<'a, const N: usize>(
+        ids: [&'a [u32]; N],
+        t: Option<CosSinTable<'a>>,
+        inv: bool,
+    ) -> AxisApply<'a, N> {
+        let o = t.map_or(AxisApply::ids(ids), AxisApply::table);
+        if inv {
+            o.inverse()
+        } else {
+            o
+        }
+    }
+    let inner = |v: &mut Vec<T>| {
+        let n = v.len() - 2 * PAD;
+        (PAD, n)
+    };
+    let (qv, kv) = (view(qh), view(kh));
+    let k_some = kh > 0;
+    if !c.out_of_place {
+        let (q, rest) = bufs.split_at_mut(1);
+        let (qa, qn) = inner(&mut q[0]);
+        let (ka, kn) = inner(&mut rest[0]);
+        let q = HeadsMut::new(&mut q[0][qa..qa + qn], qv);
+        let k = k_some.then(|| HeadsMut::new(&mut rest[0][ka..ka + kn], kv));
+        return match op {
+            Op::M(m) => m.apply_qk(q, k, &opts([&ids[0], &ids[1], &ids[2]], table, c.inverse)),
+            Op::V(v) => v.apply_qk(q, k, &opts([&ids[0], &ids[1]], table, c.inverse)),
+        };
+    }
+    let (ins, outs) = bufs.split_at_mut(2);
+    let (qo, ko) = outs.split_at_mut(1);
+    let q = Heads::new(&ins[0][PAD..ins[0].len() - PAD], qv);
+    let qo_len = qo[0].len();
+    let q_out = HeadsMut::new(&mut qo[0][PAD..qo_len - PAD], qv);
+    let ko_len = ko[0].len();
+    let k = k_some.then(|| {
+        (Heads::new(&ins[1][PAD..ins[1].len() - PAD], kv), HeadsMut::new(&mut ko[0][PAD..ko_len - PAD], kv))
+    });
+    match op {
+        Op::M(m) => m.apply_qk_into(q, q_out, k, &opts([&ids[0], &ids[1], &ids[2]], table, c.inverse)),
+        Op::V(v) => v.apply_qk_into(q, q_out, k, &opts([&ids[0], &ids[1]], table, c.inverse)),
+    }
+}
+
+/// [`check`] for f16 (first byte even) or bf16, as `diff_half` reads its input.
+pub fn check_half(bytes: &[u8]) -> Outcome {
+    let Some((&sel, rest)) = bytes.split_first() else { return Outcome::Skipped };
+    if sel & 1 == 0 {
+        check::<rope_kernels::f16>(rest)
+    } else {
+        check::<rope_kernels::bf16>(rest)
+    }
+}
