@@ -85,8 +85,8 @@ pub use error::{Operand, RopeError};
 pub use freq::{Frequencies, LongRopeParams, LongRopeRef, PairFactors, Scaling, ScalingRef, YarnParams};
 pub use half::{bf16, f16};
 pub use rope::{
-    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, Rope, RopeRef, RopeState, TokenChunk,
-    TokenChunks,
+    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, QkNorm, Rope, RopeRef, RopeState,
+    TokenChunk, TokenChunks, WeightOffset,
 };
 pub use view::View;
 

@@ -20,6 +20,9 @@ mod chunked;
 mod gate_slowdown;
 pub use chunked::{PreparedCall, TokenChunk, TokenChunks};
 
+mod qknorm;
+pub use qknorm::{QkNorm, WeightOffset};
+
 /// Rotation direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Direction {
