@@ -1088,7 +1088,8 @@ fn qknorm_case<T: Bits>(rng: &mut StdRng, tier: Tier, head_dim: usize, rotary_di
             let run = |r: &Rope| {
                 let mut q = q0.clone();
                 let mut k = k0.clone();
-                let kh = k.as_mut().zip(kview).map(|(k, (kv, klen))| HeadsMut::new(&mut k[PAD..PAD + klen], kv));
+                let kh =
+                    k.as_mut().zip(kview).map(|(k, (kv, klen))| HeadsMut::new(&mut k[PAD..PAD + klen], kv));
                 let qh = HeadsMut::new(&mut q[PAD..PAD + qlen], qv);
                 if norm_only {
                     r.norm_qk(qh, kh, norm).unwrap();

@@ -62,6 +62,13 @@ pub(crate) unsafe fn norm_heads<T: SimdElement>(a: &generic::qknorm::NormArgs<'_
 }
 
 /// # Safety
+/// The contract of [`NormRopeFn`](crate::kernels::generic::qknorm::NormRopeFn).
+pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) {
+    // SAFETY: forwarded; the baseline is always there.
+    unsafe { generic::qknorm::norm_rope_heads(Portable, a) }
+}
+
+/// # Safety
 /// The contract of [`AddRowFn`](super::AddRowFn).
 pub(crate) unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
     // SAFETY: forwarded; the baseline is always there.

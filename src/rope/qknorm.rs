@@ -18,8 +18,8 @@ use crate::config::MAX_PAIRS;
 use crate::element::Element;
 use crate::error::{Operand, RopeError};
 use crate::freq::FreqRef;
-use crate::kernels::generic::qknorm::{NormArgs, NormForm};
-use crate::kernels::RotateArgs;
+use crate::kernels::generic::qknorm::{NormArgs, NormForm, NormRopeArgs};
+use crate::kernels::{RotateArgs, PREFETCH_MIN_BYTES};
 use crate::Apply;
 
 /// How a [`QkNorm::Rms`] weight enters the formula.
@@ -266,6 +266,7 @@ impl RopeRef<'_> {
         let plans = norm.plans(self.params.head_dim, has_k)?;
         let norm_fn = T::norm_fn(self.kernels());
         let hd = self.params.head_dim;
+        let large = prefetch_worthy(&tensors, hd, tokens);
         for (x, plan) in tensors.iter().zip(&plans) {
             let Some(x) = x else { continue };
             for t in 0..tokens {
@@ -285,6 +286,7 @@ impl RopeRef<'_> {
                     weight: plan.weight,
                     form: plan.form,
                     eps: plan.eps,
+                    prefetch: large && x.dst_head_stride < x.dst_token_stride,
                 };
                 // SAFETY: an in-place view validated against its buffer: every head of token
                 // t is in bounds and heads do not overlap; the weight has head_dim entries
@@ -324,6 +326,18 @@ impl RopeRef<'_> {
     }
 }
 
+/// Whether a call is large enough to prefetch (as `rotate_tokens` decides, over whole heads:
+/// the norm reads all of them): more than [`PREFETCH_MIN_BYTES`] of input.
+fn prefetch_worthy<T>(tensors: &Tensors<T>, head_dim: usize, tokens: usize) -> bool {
+    let head_bytes = head_dim.saturating_mul(core::mem::size_of::<T>());
+    let bytes = tensors
+        .iter()
+        .flatten()
+        .fold(0usize, |b, x| b.saturating_add(x.heads.saturating_mul(head_bytes)))
+        .saturating_mul(tokens);
+    bytes > PREFETCH_MIN_BYTES
+}
+
 /// Normalises and rotates tokens `range` of every tensor of a validated call.
 ///
 /// # Safety
@@ -336,6 +350,7 @@ unsafe fn norm_rotate_tokens<T: Element>(
     plans: &[Plan<'_>; 2],
     range: Range<usize>,
 ) {
+    let large = prefetch_worthy(tensors, p.head_dim, p.call_tokens);
     let token = |t: usize, cos: &[f32], sin: &[f32]| {
         for (x, plan) in tensors.iter().zip(plans) {
             let Some(x) = x else { continue };
@@ -343,7 +358,7 @@ unsafe fn norm_rotate_tokens<T: Element>(
                 continue;
             }
             // SAFETY: forwarded: token t of a validated tensor, its plan's weight.
-            unsafe { norm_rotate_token(p, x, plan, t, cos, sin) };
+            unsafe { norm_rotate_token(p, x, plan, t, cos, sin, large) };
         }
     };
     match p.cos_sin {
@@ -372,13 +387,40 @@ unsafe fn norm_rotate_token<T: Element>(
     t: usize,
     cos: &[f32],
     sin: &[f32],
+    large: bool,
 ) {
-    let (rotate, norm) = (T::rotate_fn(p.kernels), T::norm_fn(p.kernels));
     let (hd, rd) = (p.head_dim, 2 * p.pairs);
+    let (src, dst) = (x.src.wrapping_add(t * x.src_token_stride), x.dst.wrapping_add(t * x.dst_token_stride));
+    if !plan.after {
+        // One kernel call for every head of the token: norm and rotation in one pass.
+        let args = NormRopeArgs {
+            rotate: RotateArgs {
+                src,
+                dst,
+                heads: x.heads,
+                src_head_stride: x.src_head_stride,
+                dst_head_stride: x.dst_head_stride,
+                head_dim: hd,
+                cos,
+                sin,
+                layout: p.layout,
+                inverse: p.inverse,
+                prefetch: large && x.src_head_stride < x.src_token_stride,
+            },
+            weight: plan.weight,
+            form: plan.form,
+            eps: plan.eps,
+        };
+        // SAFETY: token t of a validated tensor (the contract of `rotate_tokens`): its heads
+        // are in bounds, in place or disjoint; the weight has head_dim entries and the form
+        // is not Plain (`after` is false); the kernels come from the dispatcher.
+        unsafe { T::norm_rope_fn(p.kernels)(&args) };
+        return;
+    }
+    let (rotate, norm) = (T::rotate_fn(p.kernels), T::norm_fn(p.kernels));
     let group = SCRATCH / rd;
     let mut scratch = [MaybeUninit::<T>::uninit(); SCRATCH];
     let tmp = scratch.as_mut_ptr().cast::<T>();
-    let (src, dst) = (x.src.wrapping_add(t * x.src_token_stride), x.dst.wrapping_add(t * x.dst_token_stride));
     let mut h0 = 0;
     while h0 < x.heads {
         let n = group.min(x.heads - h0);
@@ -398,6 +440,7 @@ unsafe fn norm_rotate_token<T: Element>(
             weight: plan.weight,
             form: plan.form,
             eps: plan.eps,
+            prefetch: large && x.src_head_stride < x.src_token_stride,
         };
         let mut ra = RotateArgs {
             src: tmp,
