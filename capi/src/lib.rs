@@ -34,6 +34,7 @@ mod encodings;
 mod handle;
 #[cfg(all(feature = "panic-handler", not(feature = "std"), not(test)))]
 mod panic;
+mod qknorm;
 mod status;
 mod storage;
 // The test hook `rope_test_fault`: in test builds only (see src/testing.rs).
@@ -48,6 +49,7 @@ pub use apply::*;
 pub use config::*;
 pub use encodings::*;
 pub use handle::*;
+pub use qknorm::*;
 pub use status::*;
 pub use storage::*;
 #[cfg(any(test, rope_capi_testing))]

@@ -55,6 +55,10 @@ pub const ROPE_POSITION_OUT_OF_RANGE: rope_status = 26;
 pub const ROPE_TABLE_SHAPE: rope_status = 27;
 /// The tier is not available in this build or on this CPU.
 pub const ROPE_TIER_UNAVAILABLE: rope_status = 28;
+/// A QK-norm weight whose length is not `head_dim` (`rope_apply_qk_norm_*`).
+pub const ROPE_NORM_WEIGHT_LENGTH: rope_status = 36;
+/// A QK-norm `eps` that is NaN, infinite or negative (`rope_apply_qk_norm_*`).
+pub const ROPE_INVALID_NORM_EPS: rope_status = 37;
 
 // ---- The C boundary ----
 
@@ -113,7 +117,7 @@ pub const ROPE_RELATIVE_INDEX_OVERFLOW: rope_status = 66;
 
 /// Every status, in numeric order (tests check that each has a name and a message).
 #[cfg(test)]
-pub(crate) const ALL_STATUSES: [rope_status; 33] = [
+pub(crate) const ALL_STATUSES: [rope_status; 35] = [
     ROPE_OK,
     ROPE_ZERO_HEAD_DIM,
     ROPE_INVALID_ROTARY_DIM,
@@ -131,6 +135,8 @@ pub(crate) const ALL_STATUSES: [rope_status; 33] = [
     ROPE_POSITION_OUT_OF_RANGE,
     ROPE_TABLE_SHAPE,
     ROPE_TIER_UNAVAILABLE,
+    ROPE_NORM_WEIGHT_LENGTH,
+    ROPE_INVALID_NORM_EPS,
     ROPE_NULL_POINTER,
     ROPE_MISALIGNED_POINTER,
     ROPE_UNKNOWN_ENUM,
@@ -176,6 +182,8 @@ pub(crate) fn from_error(e: RopeError) -> rope_status {
         RopeError::RaggedTable { .. } => ROPE_RAGGED_TABLE,
         RopeError::BeyondTrainedLength { .. } => ROPE_BEYOND_TRAINED_LENGTH,
         RopeError::RelativeIndexOverflow { .. } => ROPE_RELATIVE_INDEX_OVERFLOW,
+        RopeError::NormWeightLength { .. } => ROPE_NORM_WEIGHT_LENGTH,
+        RopeError::InvalidNormEps => ROPE_INVALID_NORM_EPS,
         // `RopeError` is `#[non_exhaustive]`: a kind added to the Rust crate before the C
         // ABI names it is reported generically.
         _ => ROPE_INVALID_ARGUMENT,
@@ -223,6 +231,10 @@ pub(crate) fn describe(status: rope_status) -> Option<(&'static str, &'static st
         ROPE_TIER_UNAVAILABLE => {
             ("ROPE_TIER_UNAVAILABLE\0", "the tier is not available in this build or on this CPU\0")
         }
+        ROPE_NORM_WEIGHT_LENGTH => {
+            ("ROPE_NORM_WEIGHT_LENGTH\0", "a QK-norm weight does not have head_dim entries\0")
+        }
+        ROPE_INVALID_NORM_EPS => ("ROPE_INVALID_NORM_EPS\0", "the QK-norm eps must be finite and >= 0\0"),
         ROPE_NULL_POINTER => ("ROPE_NULL_POINTER\0", "a required pointer is NULL\0"),
         ROPE_MISALIGNED_POINTER => ("ROPE_MISALIGNED_POINTER\0", "a pointer is not aligned for its type\0"),
         ROPE_UNKNOWN_ENUM => ("ROPE_UNKNOWN_ENUM\0", "an enum argument holds an unknown value\0"),
