@@ -491,6 +491,49 @@ typedef struct rope_mrope_opts {
     size_t table_len;
 } rope_mrope_opts;
 
+/**
+ * The form of a QK norm (`rope_qk_norm.kind`).
+ */
+typedef uint32_t rope_qk_norm_kind;
+
+/**
+ * A per-head QK norm, `inv_rms = 1 / sqrt(mean(x^2 over head_dim) + eps)` computed in
+ * f32 (see the Rust crate's `QkNorm` for the exact order of operations). Versioned:
+ * `struct_size = sizeof(rope_qk_norm)`.
+ */
+typedef struct rope_qk_norm {
+    /**
+     * `sizeof(rope_qk_norm)`.
+     */
+    size_t struct_size;
+    /**
+     * A `ROPE_QK_NORM_*` value.
+     */
+    rope_qk_norm_kind kind;
+    /**
+     * `rms_norm_eps`; finite and >= 0.
+     */
+    float eps;
+    /**
+     * The q norm's weight (`q_norm.weight`), `head_dim` floats (unused for
+     * `ROPE_QK_NORM_L2_AFTER`).
+     */
+    const float *q_weight;
+    /**
+     * Floats at `q_weight`.
+     */
+    size_t q_weight_len;
+    /**
+     * The k norm's weight, `head_dim` floats (unused without k or for
+     * `ROPE_QK_NORM_L2_AFTER`).
+     */
+    const float *k_weight;
+    /**
+     * Floats at `k_weight`.
+     */
+    size_t k_weight_len;
+} rope_qk_norm;
+
 #if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
  * A fault for `rope_test_fault`.
@@ -671,6 +714,22 @@ typedef uint32_t rope_tier;
  * `-slope * |key_position - query_position|`: bidirectional (encoder) models.
  */
 #define ROPE_ALIBI_SYMMETRIC 1
+
+/**
+ * `y = weight * round(x * inv_rms)`, then RoPE (transformers `Qwen3RMSNorm`).
+ */
+#define ROPE_QK_NORM_RMS 0
+
+/**
+ * `y = (x * inv_rms) * (1 + weight)`, then RoPE (transformers `Gemma3RMSNorm`).
+ */
+#define ROPE_QK_NORM_RMS_ONE_PLUS 1
+
+/**
+ * RoPE, then the weightless `y = r * inv_rms(r)` (transformers `Llama4TextL2Norm`);
+ * the weights are ignored.
+ */
+#define ROPE_QK_NORM_L2_AFTER 2
 
 /**
  * Success.
@@ -872,6 +931,16 @@ typedef uint32_t rope_tier;
  * MRoPE position helper: token types and grids that do not describe one sequence.
  */
 #define ROPE_INVALID_POSITION_LAYOUT 69
+
+/**
+ * A QK-norm weight whose length is not `head_dim` (`rope_apply_qk_norm_*`).
+ */
+#define ROPE_NORM_WEIGHT_LENGTH 70
+
+/**
+ * A QK-norm `eps` that is NaN, infinite or negative (`rope_apply_qk_norm_*`).
+ */
+#define ROPE_INVALID_NORM_EPS 71
 
 #if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
@@ -1627,6 +1696,99 @@ rope_status rope_mrope_fill_table(const struct rope_t *rope,
                                   float *cos,
                                   float *sin,
                                   size_t len);
+
+/**
+ * Normalises every head of q and (if `k` is not NULL) k with `qk_norm` and rotates it,
+ * in place, f32, in one pass; the norm runs over all `head_dim` elements (pass-through
+ * dimensions are normalised too), the rotation over `0..rotary_dim`. Tensors, positions
+ * and cos/sin as for `rope_apply_f32`. `qk_norm` is required; its weights must not
+ * overlap q or k.
+ *
+ * Errors (nothing is written): those of `rope_apply_f32` (`ROPE_NULL_POINTER` also for a
+ * NULL `qk_norm` or weight with a non-zero count, `ROPE_UNKNOWN_ENUM` for an unknown
+ * `kind`, `ROPE_UNSUPPORTED_STRUCT_SIZE` for its `struct_size`), and
+ * `ROPE_NORM_WEIGHT_LENGTH` (a weight of other than `head_dim` floats; k's checked only
+ * with k), `ROPE_INVALID_NORM_EPS` (`eps` NaN, infinite or negative).
+ *
+ * # Safety
+ * As for `rope_apply_f32`; `qk_norm` is NULL or a readable struct whose weights are
+ * readable for their counts.
+ */
+rope_status rope_apply_qk_norm_f32(const struct rope_t *rope,
+                                   const struct rope_tensor *q,
+                                   const struct rope_tensor *k,
+                                   const struct rope_qk_norm *qk_norm,
+                                   const struct rope_apply_opts *opts);
+
+/**
+ * `rope_apply_qk_norm_f32` for IEEE binary16 (`uint16_t` storage).
+ *
+ * # Safety
+ * As for `rope_apply_qk_norm_f32`.
+ */
+rope_status rope_apply_qk_norm_f16(const struct rope_t *rope,
+                                   const struct rope_tensor *q,
+                                   const struct rope_tensor *k,
+                                   const struct rope_qk_norm *qk_norm,
+                                   const struct rope_apply_opts *opts);
+
+/**
+ * `rope_apply_qk_norm_f32` for bfloat16 (`uint16_t` storage).
+ *
+ * # Safety
+ * As for `rope_apply_qk_norm_f32`.
+ */
+rope_status rope_apply_qk_norm_bf16(const struct rope_t *rope,
+                                    const struct rope_tensor *q,
+                                    const struct rope_tensor *k,
+                                    const struct rope_qk_norm *qk_norm,
+                                    const struct rope_apply_opts *opts);
+
+/**
+ * `rope_apply_qk_norm_f32` out of place: reads q (and k), writes the normed and rotated
+ * heads to `q_out` (and `k_out`), as `rope_apply_into_f32` does (outputs may have their
+ * own strides; they must not overlap any other buffer of the call, weights included).
+ *
+ * Errors: those of `rope_apply_into_f32` and of `rope_apply_qk_norm_f32`.
+ *
+ * # Safety
+ * As for `rope_apply_into_f32` and `rope_apply_qk_norm_f32`.
+ */
+rope_status rope_apply_qk_norm_into_f32(const struct rope_t *rope,
+                                        const struct rope_tensor *q,
+                                        const struct rope_tensor *q_out,
+                                        const struct rope_tensor *k,
+                                        const struct rope_tensor *k_out,
+                                        const struct rope_qk_norm *qk_norm,
+                                        const struct rope_apply_opts *opts);
+
+/**
+ * `rope_apply_qk_norm_into_f32` for IEEE binary16 (`uint16_t` storage).
+ *
+ * # Safety
+ * As for `rope_apply_qk_norm_into_f32`.
+ */
+rope_status rope_apply_qk_norm_into_f16(const struct rope_t *rope,
+                                        const struct rope_tensor *q,
+                                        const struct rope_tensor *q_out,
+                                        const struct rope_tensor *k,
+                                        const struct rope_tensor *k_out,
+                                        const struct rope_qk_norm *qk_norm,
+                                        const struct rope_apply_opts *opts);
+
+/**
+ * `rope_apply_qk_norm_into_f32` for bfloat16 (`uint16_t` storage).
+ *
+ * # Safety
+ * As for `rope_apply_qk_norm_into_f32`.
+ */
+rope_status rope_apply_qk_norm_into_bf16(const struct rope_t *rope,
+                                         const struct rope_tensor *q,
+                                         const struct rope_tensor *q_out,
+                                         const struct rope_tensor *k,
+                                         const struct rope_tensor *k_out,
+                                         const struct rope_qk_norm *qk_norm,
+                                         const struct rope_apply_opts *opts);
 
 /**
  * Validates `*cfg` as `rope_init` would and writes to `*size` the bytes of storage (aligned

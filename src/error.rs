@@ -197,6 +197,19 @@ pub enum RopeError {
         /// The relative position whose index overflows.
         relative_position: i64,
     },
+
+    // ---- Fused QK-norm + RoPE (`Rope::apply_qk_norm`) ----
+    /// A per-head norm weight whose length is not `head_dim`.
+    NormWeightLength {
+        /// The tensor the weight is for ([`Operand::Q`] or [`Operand::K`]).
+        operand: Operand,
+        /// `head_dim`.
+        expected: usize,
+        /// Length of the weight.
+        len: usize,
+    },
+    /// The norm's `eps` is not finite or is negative.
+    InvalidNormEps,
 }
 
 impl fmt::Display for RopeError {
@@ -277,6 +290,12 @@ impl fmt::Display for RopeError {
             RopeError::RelativeIndexOverflow { relative_position } => {
                 write!(f, "the index of relative position {relative_position} does not fit in i32")
             }
+
+            // ---- Fused QK-norm + RoPE ----
+            RopeError::NormWeightLength { operand, expected, len } => {
+                write!(f, "{operand:?}: norm weight has {len} entries, expected head_dim = {expected}")
+            }
+            RopeError::InvalidNormEps => f.write_str("norm eps must be finite and >= 0"),
         }
     }
 }

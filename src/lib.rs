@@ -90,8 +90,8 @@ pub use rope::{
     VisionRope, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
 };
 pub use rope::{
-    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, Rope, RopeRef, RopeState, TokenChunk,
-    TokenChunks,
+    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, QkNorm, Rope, RopeRef, RopeState,
+    TokenChunk, TokenChunks, WeightOffset,
 };
 pub use view::View;
 

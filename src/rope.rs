@@ -28,6 +28,9 @@ pub use vision::{vision_position_ids, VisionApply, VisionRope};
 mod gate_slowdown;
 pub use chunked::{PreparedCall, TokenChunk, TokenChunks};
 
+mod qknorm;
+pub use qknorm::{QkNorm, WeightOffset};
+
 /// Rotation direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Direction {

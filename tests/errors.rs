@@ -713,11 +713,14 @@ fn every_variant_is_produced() {
     let encodings_tests = include_str!("encodings.rs");
     // Those of multimodal RoPE (MRope, VisionRope, MRopeIndex) by tests/mrope.rs, likewise.
     let mrope_tests = include_str!("mrope.rs");
+    // Those of the fused QK-norm + RoPE by tests/qknorm.rs, likewise.
+    let qknorm_tests = include_str!("qknorm.rs");
     for v in &declared {
         assert!(
             produced.contains_key(v)
                 || encodings_tests.contains(&format!("RopeError::{v}"))
                 || mrope_tests.contains(&format!("RopeError::{v}"))
+                || qknorm_tests.contains(&format!("RopeError::{v}"))
                 || NOT_PRODUCIBLE.iter().any(|(n, _)| n == v),
             "RopeError::{v} is produced by no test"
         );

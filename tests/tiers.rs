@@ -1244,3 +1244,141 @@ fn mrope_vision_match_oracle_f16() {
 fn mrope_vision_match_oracle_bf16() {
     multi_suite::<bf16>(0x15_0003);
 }
+
+// ---- Fused QK-norm + RoPE (issue 15) ----------------------------------------------------
+
+/// One fused QK-norm + RoPE case per rotary_dim (every even value up to 2 * `max_pairs`,
+/// head_dim = rotary_dim plus 0..20 pass-through dims), both layouts, the three forms, in
+/// place and out of place over random (gapped) views with canaries, on the fly or from a
+/// cache, GQA k or none: the tier's output must equal the scalar oracle's by bits, and
+/// `norm_qk` likewise.
+fn qknorm_suite<T: Bits>(seed: u64) {
+    let max_pairs = if cfg!(miri) { 9 } else { 72 };
+    for tier in tiers() {
+        let mut rng = StdRng::seed_from_u64(seed ^ tier as u64);
+        let mut n = 0;
+        for pairs in (1..=max_pairs).chain(if cfg!(miri) { vec![] } else { vec![128, 256] }) {
+            let rotary_dim = 2 * pairs;
+            let head_dim = rotary_dim + if rng.random_bool(0.4) { 0 } else { rng.random_range(1..20) };
+            for layout in [Layout::HalfSplit, Layout::Interleaved] {
+                qknorm_case::<T>(&mut rng, tier, head_dim, rotary_dim, layout);
+                n += 1;
+            }
+        }
+        println!("{tier}: {n} fused qk-norm {} cases (x3 forms) bit-identical to scalar", T::NAME);
+    }
+}
+
+fn qknorm_case<T: Bits>(rng: &mut StdRng, tier: Tier, head_dim: usize, rotary_dim: usize, layout: Layout) {
+    use rope_kernels::QkNorm;
+    let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout);
+    let oracle = Rope::new(config.clone()).unwrap().with_tier(Tier::Scalar).unwrap();
+    let rope = Rope::new(config).unwrap().with_tier(tier).unwrap();
+    let tokens = rng.random_range(1..=MAX_TOKENS);
+    let q_heads = rng.random_range(1..=MAX_HEADS);
+    let k_heads = if rng.random_bool(0.2) { None } else { Some(rng.random_range(1..=q_heads)) };
+    let rows = MAX_TOKENS + 8;
+    let ids: Vec<u32> = (0..tokens).map(|_| rng.random_range(0..rows as u32)).collect();
+    let cache = oracle.build_cache(rows).unwrap();
+    let mut opts = if rng.random_bool(0.5) { Apply::ids(&ids) } else { Apply::start(rng.random_range(0..8)) };
+    if rng.random_bool(0.5) {
+        opts = opts.with_table(cache.table());
+    }
+    if rng.random_bool(0.3) {
+        opts = opts.inverse();
+    }
+    // Weights: mostly ordinary values, sometimes exact ones and specials.
+    let mut weight = || -> Vec<f32> {
+        (0..head_dim)
+            .map(|_| match rng.random_range(0..10) {
+                0 => [0.0, -1.0, 1.0, 0.5, f32::INFINITY, 1e-30][rng.random_range(0..6)],
+                _ => rng.random_range(-2.0f32..2.0),
+            })
+            .collect()
+    };
+    let (qw, kw) = (weight(), weight());
+    let eps = [1e-6f32, 1e-5, 0.0][rng.random_range(0..3)];
+    let norms = [QkNorm::qwen3(&qw, &kw, eps), QkNorm::gemma3(&qw, &kw, eps), QkNorm::llama4(eps)];
+
+    let (qv, qlen) = random_view(rng, tokens, q_heads, head_dim);
+    let kview = k_heads.map(|kh| random_view(rng, tokens, kh, head_dim));
+    let q0 = padded::<T>(rng, qlen);
+    let k0 = kview.map(|(_, klen)| padded::<T>(rng, klen));
+    let (qov, qolen) = random_view(rng, tokens, q_heads, head_dim);
+    let kout = k_heads.map(|kh| random_view(rng, tokens, kh, head_dim));
+    let qo0 = padded::<T>(rng, qolen);
+    let ko0 = kout.map(|(_, l)| padded::<T>(rng, l));
+    for norm in &norms {
+        let what = format!(
+            "{tier} {} {layout:?} head_dim {head_dim} rotary_dim {rotary_dim} tokens {tokens} heads {q_heads}/{k_heads:?} {norm:?} {opts:?}",
+            T::NAME
+        );
+        // In place: the fused op, then the norm alone.
+        for norm_only in [false, true] {
+            let run = |r: &Rope| {
+                let mut q = q0.clone();
+                let mut k = k0.clone();
+                let kh =
+                    k.as_mut().zip(kview).map(|(k, (kv, klen))| HeadsMut::new(&mut k[PAD..PAD + klen], kv));
+                let qh = HeadsMut::new(&mut q[PAD..PAD + qlen], qv);
+                if norm_only {
+                    r.norm_qk(qh, kh, norm).unwrap();
+                } else {
+                    r.apply_qk_norm(qh, kh, norm, &opts).unwrap();
+                }
+                (q, k)
+            };
+            let (eq, ek) = run(&oracle);
+            let (gq, gk) = run(&rope);
+            check_untouched(&q0, &gq, &qv, head_dim, &what);
+            assert_eq!(bits(&eq), bits(&gq), "q in place (norm only {norm_only}): {what}");
+            if let (Some(k0), Some(ek), Some(gk), Some((kv, _))) = (&k0, ek, gk, kview) {
+                check_untouched(k0, &gk, &kv, head_dim, &what);
+                assert_eq!(bits(&ek), bits(&gk), "k in place (norm only {norm_only}): {what}");
+            }
+        }
+        // Out of place.
+        let run = |r: &Rope| {
+            let mut qo = qo0.clone();
+            let mut ko = ko0.clone();
+            let k = match (&k0, kview, ko.as_mut(), kout) {
+                (Some(k0), Some((kv, kl)), Some(ko), Some((kov, kol))) => {
+                    Some((Heads::new(&k0[PAD..PAD + kl], kv), HeadsMut::new(&mut ko[PAD..PAD + kol], kov)))
+                }
+                _ => None,
+            };
+            r.apply_qk_norm_into(
+                Heads::new(&q0[PAD..PAD + qlen], qv),
+                HeadsMut::new(&mut qo[PAD..PAD + qolen], qov),
+                k,
+                norm,
+                &opts,
+            )
+            .unwrap();
+            (qo, ko)
+        };
+        let (eq, ek) = run(&oracle);
+        let (gq, gk) = run(&rope);
+        check_untouched(&qo0, &gq, &qov, head_dim, &what);
+        assert_eq!(bits(&eq), bits(&gq), "q out of place: {what}");
+        if let (Some(ko0), Some(ek), Some(gk), Some((kov, _))) = (&ko0, ek, gk, kout) {
+            check_untouched(ko0, &gk, &kov, head_dim, &what);
+            assert_eq!(bits(&ek), bits(&gk), "k out of place: {what}");
+        }
+    }
+}
+
+#[test]
+fn qknorm_matches_oracle_f32() {
+    qknorm_suite::<f32>(0x0A4B_0001);
+}
+
+#[test]
+fn qknorm_matches_oracle_f16() {
+    qknorm_suite::<f16>(0x0A4B_0002);
+}
+
+#[test]
+fn qknorm_matches_oracle_bf16() {
+    qknorm_suite::<bf16>(0x0A4B_0003);
+}

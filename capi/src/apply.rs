@@ -98,7 +98,10 @@ pub struct rope_apply_opts {
 /// # Safety
 /// `p` NULL or a readable `rope_apply_opts` whose used buffers are readable for their
 /// counts and not written during the call.
-unsafe fn options<'a>(p: *const rope_apply_opts, pairs: usize) -> R<(Apply<'a>, [(usize, usize); 3])> {
+pub(crate) unsafe fn options<'a>(
+    p: *const rope_apply_opts,
+    pairs: usize,
+) -> R<(Apply<'a>, [(usize, usize); 3])> {
     let mut reads = [(0, 0); 3];
     if p.is_null() {
         return Ok((Apply::default(), reads));
@@ -182,7 +185,7 @@ unsafe fn in_place<T: Element>(
 /// others for `'a`.
 #[inline(never)]
 #[allow(clippy::type_complexity)]
-unsafe fn in_place_args<'a, T: Element>(
+pub(crate) unsafe fn in_place_args<'a, T: Element>(
     q: *const rope_tensor,
     k: *const rope_tensor,
     opts: *const rope_apply_opts,

@@ -35,6 +35,7 @@ mod handle;
 mod mrope;
 #[cfg(all(feature = "panic-handler", not(feature = "std"), not(test)))]
 mod panic;
+mod qknorm;
 mod status;
 mod storage;
 // The test hook `rope_test_fault`: in test builds only (see src/testing.rs).
@@ -50,6 +51,7 @@ pub use config::*;
 pub use encodings::*;
 pub use handle::*;
 pub use mrope::*;
+pub use qknorm::*;
 pub use status::*;
 pub use storage::*;
 #[cfg(any(test, rope_capi_testing))]

@@ -110,6 +110,9 @@ pub const ROPE_BEYOND_TRAINED_LENGTH: rope_status = 65;
 /// A relative position index of the call does not fit in `int32_t` (DeBERTa-v2 log
 /// buckets at extreme distances).
 pub const ROPE_RELATIVE_INDEX_OVERFLOW: rope_status = 66;
+
+// ---- Multimodal RoPE (MRoPE, 2-D vision RoPE) and fused QK-norm + RoPE ----
+
 /// An `mrope_section` that does not fit the rotary pairs: its sum is not `rotary_dim / 2`,
 /// or (interleaved) `3 * h > pairs + 1` or `3 * w > pairs`.
 pub const ROPE_INVALID_MROPE_SECTION: rope_status = 67;
@@ -117,10 +120,14 @@ pub const ROPE_INVALID_MROPE_SECTION: rope_status = 67;
 pub const ROPE_UNSUPPORTED_SCALING: rope_status = 68;
 /// MRoPE position helper: token types and grids that do not describe one sequence.
 pub const ROPE_INVALID_POSITION_LAYOUT: rope_status = 69;
+/// A QK-norm weight whose length is not `head_dim` (`rope_apply_qk_norm_*`).
+pub const ROPE_NORM_WEIGHT_LENGTH: rope_status = 70;
+/// A QK-norm `eps` that is NaN, infinite or negative (`rope_apply_qk_norm_*`).
+pub const ROPE_INVALID_NORM_EPS: rope_status = 71;
 
 /// Every status, in numeric order (tests check that each has a name and a message).
 #[cfg(test)]
-pub(crate) const ALL_STATUSES: [rope_status; 36] = [
+pub(crate) const ALL_STATUSES: [rope_status; 38] = [
     ROPE_OK,
     ROPE_ZERO_HEAD_DIM,
     ROPE_INVALID_ROTARY_DIM,
@@ -157,6 +164,8 @@ pub(crate) const ALL_STATUSES: [rope_status; 36] = [
     ROPE_INVALID_MROPE_SECTION,
     ROPE_UNSUPPORTED_SCALING,
     ROPE_INVALID_POSITION_LAYOUT,
+    ROPE_NORM_WEIGHT_LENGTH,
+    ROPE_INVALID_NORM_EPS,
 ];
 
 /// The status of a Rust error.
@@ -189,6 +198,8 @@ pub(crate) fn from_error(e: RopeError) -> rope_status {
         RopeError::InvalidMropeSection { .. } => ROPE_INVALID_MROPE_SECTION,
         RopeError::UnsupportedScaling { .. } => ROPE_UNSUPPORTED_SCALING,
         RopeError::InvalidPositionLayout { .. } => ROPE_INVALID_POSITION_LAYOUT,
+        RopeError::NormWeightLength { .. } => ROPE_NORM_WEIGHT_LENGTH,
+        RopeError::InvalidNormEps => ROPE_INVALID_NORM_EPS,
         // `RopeError` is `#[non_exhaustive]`: a kind added to the Rust crate before the C
         // ABI names it is reported generically.
         _ => ROPE_INVALID_ARGUMENT,
@@ -280,6 +291,10 @@ pub(crate) fn describe(status: rope_status) -> Option<(&'static str, &'static st
         ROPE_INVALID_POSITION_LAYOUT => {
             ("ROPE_INVALID_POSITION_LAYOUT\0", "token types and grids do not describe one sequence\0")
         }
+        ROPE_NORM_WEIGHT_LENGTH => {
+            ("ROPE_NORM_WEIGHT_LENGTH\0", "a QK-norm weight does not have head_dim entries\0")
+        }
+        ROPE_INVALID_NORM_EPS => ("ROPE_INVALID_NORM_EPS\0", "the QK-norm eps must be finite and >= 0\0"),
         _ => return None,
     })
 }

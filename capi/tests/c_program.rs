@@ -530,3 +530,53 @@ fn c_mrope_program() {
     }
     assert!(ran >= 1, "the MRoPE C program did not run");
 }
+
+/// Issue 15: fused QK-norm + RoPE through the C ABI (capi/tests/test_qknorm.c), static and
+/// shared, plain and under AddressSanitizer + UBSan.
+#[test]
+fn c_program_qknorm() {
+    let Some(cc) = c_compiler() else { return };
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/test_qknorm.c");
+    let (static_lib, shared_lib) =
+        build_libraries("rope-kernels-capi-testing", "rope_kernels_testing", &test_profile());
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi");
+    fs::create_dir_all(&work).unwrap();
+    let mut ran = 0;
+    for sanitize in [false, true] {
+        if sanitize && flag("ROPE_CAPI_NO_SANITIZERS") {
+            println!("skipping the sanitized builds: ROPE_CAPI_NO_SANITIZERS=1");
+            continue;
+        }
+        for shared in [false, true] {
+            let name = format!(
+                "test_qknorm_{}{}",
+                if shared { "shared" } else { "static" },
+                if sanitize { "_asan" } else { "" }
+            );
+            let exe = work.join(&name);
+            let mut c = compile(&cc, &source, &exe, (&static_lib, &shared_lib), shared);
+            c.arg("-lm");
+            if sanitize {
+                c.args(SANITIZE);
+            }
+            let built = run(&mut c, "C compiler");
+            if !built.status.success() {
+                if sanitize && !flag("ROPE_CAPI_REQUIRE_SANITIZERS") {
+                    println!("skipping {name}: the compiler cannot build with sanitizers");
+                    continue;
+                }
+                panic!("{name}: compiling test_qknorm.c failed");
+            }
+            let mut r = program(&exe);
+            r.env("ASAN_OPTIONS", "halt_on_error=1:abort_on_error=1:detect_leaks=1")
+                .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+                .env("RUST_BACKTRACE", "0");
+            let out = run(&mut r, &name);
+            assert!(out.status.success(), "{name} failed: {}", out.status);
+            assert!(String::from_utf8_lossy(&out.stdout).contains("test_qknorm: all checks passed"));
+            println!("{name}: passed");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 2, "neither library was tested");
+}

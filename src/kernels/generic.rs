@@ -45,6 +45,7 @@ use super::RotateArgs;
 use crate::config::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
 use crate::element::Element;
 
+pub(crate) mod qknorm;
 pub(crate) mod rows;
 
 /// The most f32 lanes of any tier's vector of this target (AVX-512: 16; 4 elsewhere), the

@@ -121,6 +121,10 @@ pub(crate) trait SelectKernel: Sized {
     fn scale_fn(k: &Kernels) -> ScaleFn<Self>;
     /// The add-row kernel for rows of this type plus f32 encoding rows.
     fn add_row_f32_fn(k: &Kernels) -> AddRowFn<Self, f32>;
+    /// The per-head norm kernel of fused QK-norm + RoPE (`generic/qknorm.rs`).
+    fn norm_fn(k: &Kernels) -> generic::qknorm::NormFn<Self>;
+    /// The fused norm-then-rotate kernel (`generic/qknorm.rs`).
+    fn norm_rope_fn(k: &Kernels) -> generic::qknorm::NormRopeFn<Self>;
 }
 
 /// Implements [`SelectKernel`] for an element type: its rotate table ([`per_tier!`], and the
@@ -144,6 +148,14 @@ macro_rules! select_kernel {
             #[inline(always)]
             fn add_row_f32_fn(k: &Kernels) -> AddRowFn<Self, f32> {
                 per_tier!(k.tier, add_row::<$t, f32>)
+            }
+            #[inline(always)]
+            fn norm_fn(k: &Kernels) -> generic::qknorm::NormFn<Self> {
+                per_tier!(k.tier, norm_heads::<$t>)
+            }
+            #[inline(always)]
+            fn norm_rope_fn(k: &Kernels) -> generic::qknorm::NormRopeFn<Self> {
+                per_tier!(k.tier, norm_rope_heads::<$t>)
             }
         }
     };

@@ -55,6 +55,20 @@ pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
 }
 
 /// # Safety
+/// The contract of [`NormFn`](crate::kernels::generic::qknorm::NormFn).
+pub(crate) unsafe fn norm_heads<T: SimdElement>(a: &generic::qknorm::NormArgs<'_, T>) {
+    // SAFETY: forwarded; the baseline is always there.
+    unsafe { generic::qknorm::norm_heads(Portable, a) }
+}
+
+/// # Safety
+/// The contract of [`NormRopeFn`](crate::kernels::generic::qknorm::NormRopeFn).
+pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) {
+    // SAFETY: forwarded; the baseline is always there.
+    unsafe { generic::qknorm::norm_rope_heads(Portable, a) }
+}
+
+/// # Safety
 /// The contract of [`AddRowFn`](super::AddRowFn).
 pub(crate) unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
     // SAFETY: forwarded; the baseline is always there.

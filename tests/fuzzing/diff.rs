@@ -26,8 +26,8 @@ use std::fmt::Write as _;
 
 use rope_kernels::dispatch::{self, Tier};
 use rope_kernels::{
-    AngleMode, Apply, CosSinTable, Heads, HeadsMut, Layout, LongRopeParams, Rope, RopeConfig, RopeError,
-    Scaling, View, YarnParams,
+    AngleMode, Apply, CosSinTable, Heads, HeadsMut, Layout, LongRopeParams, QkNorm, Rope, RopeConfig,
+    RopeError, Scaling, View, YarnParams,
 };
 
 use super::elem::FuzzElem;
@@ -745,6 +745,116 @@ pub fn check<T: FuzzElem>(case: &DiffCase) -> Outcome {
                         b.bits()[j],
                         ctx()
                     );
+                }
+            }
+        }
+    }
+
+    // 1b. The same call as fused QK-norm + RoPE (issue 15), with a norm drawn from the data
+    // seed: every tier agrees with the scalar tier, errors write nothing, and in place the
+    // scalar result equals the norm pass and the RoPE pass run one after the other.
+    let fused = |rope: &Rope, bufs: &mut [Option<Buf<T>>; 4], norm: &QkNorm<'_>| -> Result<(), RopeError> {
+        let mut opts = match &ids {
+            Some(v) => Apply::ids(v),
+            None => Apply::start(start),
+        };
+        if case.inverse {
+            opts = opts.inverse();
+        }
+        if table_mode {
+            opts = opts.with_table(CosSinTable::new(&scalar.cos, &scalar.sin, table_pairs)?);
+        }
+        let [q, k, qo, ko] = bufs;
+        let q = q.as_mut().expect("q");
+        match (k.as_mut(), case.out_of_place) {
+            (k, false) => rope.apply_qk_norm(q.heads_mut(), k.map(|k| k.heads_mut()), norm, &opts),
+            (None, true) => {
+                let qo = qo.as_mut().expect("q_out");
+                rope.apply_qk_norm_into(q.heads(), qo.heads_mut(), None, norm, &opts)
+            }
+            (Some(k), true) => {
+                let (qo, ko) = (qo.as_mut().expect("q_out"), ko.as_mut().expect("k_out"));
+                rope.apply_qk_norm_into(
+                    q.heads(),
+                    qo.heads_mut(),
+                    Some((k.heads(), ko.heads_mut())),
+                    norm,
+                    &opts,
+                )
+            }
+        }
+    };
+    {
+        let mut g = SplitMix(case.data_seed ^ 0x0A4B_0015);
+        let wlen = |g: &mut SplitMix| if g.next() % 16 == 0 { hd + 1 } else { hd };
+        let (ql, kl) = (wlen(&mut g), wlen(&mut g));
+        let qw: Vec<f32> = (0..ql).map(|_| random_elem::<f32>(&mut g, case.specials)).collect();
+        let kw: Vec<f32> = (0..kl).map(|_| random_elem::<f32>(&mut g, case.specials)).collect();
+        let eps = [1e-6f32, 1e-5, 0.0, 1e-6, -1e-6, f32::NAN][(g.next() % 6) as usize];
+        let norm = match g.next() % 3 {
+            0 => QkNorm::qwen3(&qw, &kw, eps),
+            1 => QkNorm::gemma3(&qw, &kw, eps),
+            _ => QkNorm::llama4(eps),
+        };
+        let mut fruns = Vec::new();
+        for tier in dispatch::available_tiers() {
+            let rope_t = rope.clone().with_tier(tier).expect("available tier");
+            let mut bufs = initial.clone();
+            let result = fused(&rope_t, &mut bufs, &norm);
+            fruns.push((tier, result, bufs));
+        }
+        let (_, sres, sbufs) = fruns.iter().find(|r| r.0 == Tier::Scalar).expect("scalar");
+        for (tier, result, bufs) in &fruns {
+            assert_eq!(result, sres, "fused {norm:?}: tier {tier} vs scalar\n{}", describe::<T>(case, &cfg));
+            for ((name, a), b) in NAMES.iter().zip(bufs).zip(sbufs) {
+                if let (Some(a), Some(b)) = (a, b) {
+                    if let Some(j) = first_diff(&a.bits(), &b.bits()) {
+                        panic!("fused {norm:?}: {name}[{j}] {tier} vs scalar\n{}", describe::<T>(case, &cfg));
+                    }
+                }
+            }
+        }
+        if sres.is_err() {
+            for ((name, a), b) in NAMES.iter().zip(sbufs).zip(&initial) {
+                if let (Some(a), Some(b)) = (a, b) {
+                    assert!(
+                        a.bits() == b.bits(),
+                        "fused error {sres:?} but {name} changed\n{}",
+                        describe::<T>(case, &cfg)
+                    );
+                }
+            }
+        } else if !case.out_of_place {
+            // Two scalar passes, in the order of the form.
+            let oracle = rope.clone().with_tier(Tier::Scalar).expect("scalar");
+            let mut bufs = initial.clone();
+            let norm_pass = |bufs: &mut [Option<Buf<T>>; 4]| {
+                let [q, k, _, _] = bufs;
+                let q = q.as_mut().expect("q");
+                oracle.norm_qk(q.heads_mut(), k.as_mut().map(|k| k.heads_mut()), &norm).expect("norm pass");
+            };
+            let after = matches!(norm, QkNorm::L2After { .. });
+            if !after {
+                norm_pass(&mut bufs);
+            }
+            let r = entry(&oracle, &mut bufs, &scalar.cos, &scalar.sin);
+            assert_eq!(
+                r,
+                Ok(()),
+                "the RoPE pass failed where the fused call did not\n{}",
+                describe::<T>(case, &cfg)
+            );
+            if after {
+                norm_pass(&mut bufs);
+            }
+            for ((name, a), b) in NAMES.iter().zip(&bufs).zip(sbufs) {
+                if let (Some(a), Some(b)) = (a, b) {
+                    if let Some(j) = first_diff(&a.bits(), &b.bits()) {
+                        panic!(
+                            "fused {norm:?}: {name}[{j}] differs from two passes\n{}",
+                            describe::<T>(case, &cfg)
+                        );
+                    }
                 }
             }
         }

@@ -55,6 +55,22 @@ pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
 }
 
 /// # Safety
+/// The contract of [`NormFn`](crate::kernels::generic::qknorm::NormFn) (which includes this tier's features).
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn norm_heads<T: SimdElement>(a: &generic::qknorm::NormArgs<'_, T>) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::qknorm::norm_heads(Avx2::new_unchecked(), a) }
+}
+
+/// # Safety
+/// The contract of [`NormRopeFn`](crate::kernels::generic::qknorm::NormRopeFn) (which includes this tier's features).
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::qknorm::norm_rope_heads(Avx2::new_unchecked(), a) }
+}
+
+/// # Safety
 /// The contract of [`AddRowFn`](crate::kernels::AddRowFn) (which includes AVX2 + F16C).
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {

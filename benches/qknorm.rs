@@ -1,0 +1,92 @@
+//! Fused QK-norm + RoPE (issue 15) against a norm pass followed by a RoPE pass, on the
+//! dispatcher's tier.
+//!
+//! Shape: Qwen3-8B prefill, 512 tokens, q of 32 heads and k of 8 heads (BSHD), head_dim 128,
+//! theta 1e6, cached cos/sin rows, positions 0..512. Each (dtype, form) is one criterion
+//! group holding:
+//! - `two_pass`: [`Rope::norm_qk`] (the per-head RMS norm over q and k in place, with the
+//!   same SIMD norm kernel the fused op uses) followed by [`Rope::apply_qk`];
+//! - `fused`: [`Rope::apply_qk_norm`], one pass.
+//!
+//! Both produce the same bits (tests/qknorm.rs). Throughput is in elements (q plus k).
+//! Run: `cargo bench --bench qknorm -- --warm-up-time 1 --measurement-time 2`.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use rope_kernels::{bf16, Apply, Element, HeadsMut, QkNorm, Rope, RopeConfig, View};
+
+const HEAD_DIM: usize = 128;
+const TOKENS: usize = 512;
+const Q_HEADS: usize = 32;
+const K_HEADS: usize = 8;
+
+/// Values in [-1, 1) from a fixed LCG.
+fn data<T: Element>(n: usize, seed: u32) -> Vec<T> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            T::from_f32((s >> 8) as f32 / (1u32 << 23) as f32 - 1.0)
+        })
+        .collect()
+}
+
+fn bench_dtype<T: Element>(c: &mut Criterion, name: &str) {
+    let rope = Rope::new(RopeConfig::new(HEAD_DIM, 1_000_000.0)).unwrap();
+    let cache = rope.build_cache(TOKENS).unwrap();
+    let opts = Apply::start(0).with_table(cache.table());
+    let (qv, kv) = (View::bshd(TOKENS, Q_HEADS, HEAD_DIM), View::bshd(TOKENS, K_HEADS, HEAD_DIM));
+    // Weights of 1 keep repeated in-place calls stationary (weights other than 1 make some
+    // elements decay into subnormals over thousands of iterations, which measures the
+    // CPU's subnormal path instead); the cost does not depend on the weights' values.
+    let (qw, kw) = (vec![1.0f32; HEAD_DIM], vec![1.0f32; HEAD_DIM]);
+    let forms = [("qwen3", QkNorm::qwen3(&qw, &kw, 1e-6)), ("llama4", QkNorm::llama4(1e-5))];
+    for (form, norm) in forms {
+        let mut g = c.benchmark_group(format!("qknorm/prefill/{name}/{form}/{}", rope.tier()));
+        g.throughput(Throughput::Elements(((Q_HEADS + K_HEADS) * TOKENS * HEAD_DIM) as u64));
+        let (mut q, mut k) =
+            (data::<T>(TOKENS * Q_HEADS * HEAD_DIM, 1), data::<T>(TOKENS * K_HEADS * HEAD_DIM, 2));
+        g.bench_function("two_pass", |b| {
+            b.iter(|| {
+                let after = matches!(norm, QkNorm::L2After { .. });
+                if !after {
+                    rope.norm_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &norm).unwrap();
+                }
+                rope.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &opts).unwrap();
+                if after {
+                    rope.norm_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &norm).unwrap();
+                }
+                black_box(&q);
+            })
+        });
+        if std::env::var("QKNORM_PARTS").is_ok() {
+            g.bench_function("norm_only", |b| {
+                b.iter(|| {
+                    rope.norm_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &norm).unwrap()
+                })
+            });
+            g.bench_function("rope_only", |b| {
+                b.iter(|| {
+                    rope.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &opts).unwrap()
+                })
+            });
+        }
+        g.bench_function("fused", |b| {
+            b.iter(|| {
+                rope.apply_qk_norm(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &norm, &opts)
+                    .unwrap();
+                black_box(&q);
+            })
+        });
+        g.finish();
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    bench_dtype::<f32>(c, "f32");
+    bench_dtype::<bf16>(c, "bf16");
+}
+
+criterion_group!(qknorm, benches);
+criterion_main!(qknorm);

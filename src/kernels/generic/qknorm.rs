@@ -1,0 +1,767 @@
+//! The per-head norm of fused QK-norm + RoPE (issue 15), written once over [`Simd`] like the
+//! rotate kernel of the parent module and instantiated per tier (`norm_heads` in each tier
+//! module), with its scalar oracle [`norm_heads_scalar`].
+//!
+//! # Operation order (bit-identity with the scalar oracle)
+//! For one head of `head_dim` elements `x[i]` (each widened exactly to f32):
+//!
+//! 1. `sum(x²)`: 16 partial sums, `acc[i % 16] += x[i] * x[i]` for `i` ascending (a
+//!    multiply, then an add: never fused), then a fixed pairwise tree
+//!    `acc[j] += acc[j + w]` for `w = 8, 4, 2, 1`; the sum is `acc[0]`. A vector tier holds
+//!    the 16 partial sums in `16 / LANES` vectors (AVX-512: one of 16 lanes, AVX2: two of 8,
+//!    NEON and portable: four of 4), so every lane adds the same squares in the same order as
+//!    the oracle; a head whose length is not a multiple of 16 is padded with zeros, and
+//!    `acc + 0.0 == acc` bit for bit (a partial sum is never `-0.0`).
+//! 2. `inv_rms = 1 / sqrt(sum / head_dim + eps)`: f32 division, add, `libm::sqrtf` and
+//!    division, all correctly rounded IEEE 754 operations, computed once per head in scalar
+//!    code on every tier.
+//! 3. Per element, by [`NormForm`]:
+//!    - `Weighted` (Qwen3RMSNorm): `y = round_T(w[i] * round_T(x[i] * inv_rms))`, the inner
+//!      rounding being HF's `hidden_states.to(input_dtype)` before the weight multiply (a
+//!      no-op for f32);
+//!    - `OnePlus` (Gemma3RMSNorm): `y = round_T((x[i] * inv_rms) * (1 + w[i]))`;
+//!    - `Plain` (Llama4TextL2Norm): `y = round_T(x[i] * inv_rms)`.
+//!
+//! PyTorch reduces `pow(2).mean(-1)` in its own (vectorised, thread-count dependent) order,
+//! so `inv_rms` may differ from HF's in the last bits (relative 1e-7 for head_dim 128, well
+//! within 1e-5).
+//!
+//! A head is given as two segments (elements `0..split` and `split..head_dim`) that may lie
+//! in different buffers: the fused call keeps the rotated part of a head in a scratch buffer
+//! while the pass-through part stays in the caller's tensor ([`NormArgs`]).
+
+use core::ptr;
+
+use super::{heads_ahead, prefetch_range, Simd, SimdElement, MAX_LANES};
+use crate::config::{Layout, MAX_ROTARY_DIM};
+use crate::element::Element;
+use crate::kernels::RotateArgs;
+
+/// Partial sums of `sum(x²)`: the fixed reduction width of every tier.
+pub(crate) const PARTIALS: usize = 16;
+
+/// The element-wise form of a norm (see the module docs for the exact formulas).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NormForm {
+    /// `w * round_T(x * inv_rms)` (Qwen3, OLMo-style weight).
+    Weighted,
+    /// `(x * inv_rms) * (1 + w)` (Gemma).
+    OnePlus,
+    /// `x * inv_rms` (Llama 4 L2 norm, no weight).
+    Plain,
+}
+
+/// Arguments of one norm call over `heads` heads.
+///
+/// Head `h`'s elements `0..split` are read at `src0 + h * src0_stride` and written at
+/// `dst0 + h * dst0_stride`; its elements `split..head_dim` are read at `src1 + h *
+/// src1_stride` and written at `dst1 + h * dst1_stride` (`src1`, `dst1` point at element
+/// `split` of head 0; unused when `split == head_dim`). A segment's source and destination
+/// are equal (in place) or disjoint.
+pub(crate) struct NormArgs<'a, T> {
+    pub heads: usize,
+    pub head_dim: usize,
+    pub split: usize,
+    pub src0: *const T,
+    pub src0_stride: usize,
+    pub dst0: *mut T,
+    pub dst0_stride: usize,
+    pub src1: *const T,
+    pub src1_stride: usize,
+    pub dst1: *mut T,
+    pub dst1_stride: usize,
+    /// `head_dim` entries for `Weighted` and `OnePlus`; empty for `Plain`.
+    pub weight: &'a [f32],
+    pub form: NormForm,
+    pub eps: f32,
+    /// Prefetch heads ahead (a hint, as [`RotateArgs::prefetch`](crate::kernels::RotateArgs)).
+    pub prefetch: bool,
+}
+
+/// A norm kernel.
+///
+/// # Safety
+/// Every segment range of every head described by [`NormArgs`] is valid (reads for the
+/// sources, writes for the destinations); `weight.len() >= head_dim` unless the form is
+/// `Plain`; each segment's source and destination are equal or do not overlap, and heads do
+/// not overlap one another. The CPU supports the tier the function comes from.
+pub(crate) type NormFn<T> = unsafe fn(&NormArgs<'_, T>);
+
+/// The fixed pairwise tree over the partial sums.
+#[inline(always)]
+fn tree(mut acc: [f32; PARTIALS]) -> f32 {
+    let mut w = PARTIALS / 2;
+    while w > 0 {
+        for j in 0..w {
+            acc[j] += acc[j + w];
+        }
+        w /= 2;
+    }
+    acc[0]
+}
+
+/// `1 / sqrt(sum / head_dim + eps)`, correctly rounded step by step.
+#[inline(always)]
+pub(crate) fn inv_rms(sum: f32, head_dim: usize, eps: f32) -> f32 {
+    1.0 / sqrt(sum / head_dim as f32 + eps)
+}
+
+/// The correctly rounded IEEE 754 square root: the baseline instruction of the target
+/// (`sqrtss` on x86-64, `fsqrt` on aarch64), else (and under Miri) `libm::sqrtf`, whose
+/// software square root is also correctly rounded and about 10x slower (it dominated the
+/// norm's time).
+#[inline(always)]
+fn sqrt(x: f32) -> f32 {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use core::arch::x86_64::{_mm_cvtss_f32, _mm_set_ss, _mm_sqrt_ss};
+        // SAFETY: SSE is part of the x86-64 baseline.
+        unsafe { _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x))) }
+    }
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
+    {
+        use core::arch::aarch64::{vdup_n_f32, vget_lane_f32, vsqrt_f32};
+        // SAFETY: NEON is part of the aarch64 baseline.
+        unsafe { vget_lane_f32::<0>(vsqrt_f32(vdup_n_f32(x))) }
+    }
+    #[cfg(not(all(any(target_arch = "x86_64", target_arch = "aarch64"), not(miri))))]
+    {
+        libm::sqrtf(x)
+    }
+}
+
+/// The scalar form of one element (see the module docs).
+#[inline(always)]
+fn norm_elem<T: Element>(x: f32, inv: f32, w: f32, form: NormForm) -> T {
+    match form {
+        NormForm::Weighted => T::from_f32(w * T::from_f32(x * inv).to_f32()),
+        NormForm::OnePlus => T::from_f32((x * inv) * (1.0 + w)),
+        NormForm::Plain => T::from_f32(x * inv),
+    }
+}
+
+/// The scalar oracle.
+///
+/// # Safety
+/// The contract of [`NormFn`].
+pub(crate) unsafe fn norm_heads_scalar<T: Element>(a: &NormArgs<'_, T>) {
+    let (split, hd) = (a.split, a.head_dim);
+    for h in 0..a.heads {
+        let (s0, d0) = (a.src0.wrapping_add(h * a.src0_stride), a.dst0.wrapping_add(h * a.dst0_stride));
+        let (s1, d1) = (a.src1.wrapping_add(h * a.src1_stride), a.dst1.wrapping_add(h * a.dst1_stride));
+        let x = |i: usize| {
+            // SAFETY: i < split reads segment 0, split <= i < head_dim segment 1 (contract).
+            unsafe {
+                if i < split {
+                    *s0.add(i)
+                } else {
+                    *s1.add(i - split)
+                }
+            }
+            .to_f32()
+        };
+        let mut acc = [0.0f32; PARTIALS];
+        for i in 0..hd {
+            acc[i % PARTIALS] += x(i) * x(i);
+        }
+        let inv = inv_rms(tree(acc), hd, a.eps);
+        for i in 0..hd {
+            let w = if a.form == NormForm::Plain { 0.0 } else { a.weight[i] };
+            let y = norm_elem::<T>(x(i), inv, w, a.form);
+            // SAFETY: as above, for the destinations; element i is read before it is written.
+            unsafe {
+                if i < split {
+                    *d0.add(i) = y;
+                } else {
+                    *d1.add(i - split) = y;
+                }
+            }
+        }
+    }
+}
+
+/// The vector kernel behind every tier's `norm_heads`.
+///
+/// In two phases per chunk of up to [`CHUNK`] heads: first every head's `inv_rms` (the sums
+/// of [`GROUP`] heads accumulated side by side, independent dependency chains), then every
+/// head's output, so that a head's reduction, square root and division never stall the
+/// loop that writes it (one head at a time measured latency bound). The chunk's heads are
+/// still in L1 for the second phase. The order of the operations within each head is
+/// unchanged.
+///
+/// # Safety
+/// The contract of [`NormFn`]; `s` proves the CPU supports its tier.
+#[inline(always)]
+pub(crate) unsafe fn norm_heads<S: Simd, T: SimdElement>(s: S, a: &NormArgs<'_, T>) {
+    let (split, hd) = (a.split, a.head_dim);
+    let w = if a.form == NormForm::Plain { ptr::null() } else { a.weight.as_ptr() };
+    let mut inv = [0.0f32; CHUNK];
+    let mut h0 = 0;
+    while h0 < a.heads {
+        let n = CHUNK.min(a.heads - h0);
+        // SAFETY: heads h0 .. h0 + n exist (contract).
+        unsafe { inv_rms_heads(s, a, h0, n, &mut inv) };
+        for (j, &inv) in inv.iter().enumerate().take(n) {
+            let h = h0 + j;
+            let (s0, d0) = (a.src0.wrapping_add(h * a.src0_stride), a.dst0.wrapping_add(h * a.dst0_stride));
+            let (s1, d1) = (a.src1.wrapping_add(h * a.src1_stride), a.dst1.wrapping_add(h * a.dst1_stride));
+            // SAFETY: head h's segments are valid (contract); weight has head_dim entries
+            // unless Plain, the second segment's from entry `split`; every head was read for
+            // its sum before this chunk's first write, and each head's destination is its own.
+            unsafe {
+                scale_segment(s, s0, d0, split, inv, w, a.form);
+                scale_segment(s, s1, d1, hd - split, inv, w.wrapping_add(split), a.form);
+            }
+        }
+        h0 += n;
+    }
+}
+
+/// Heads whose `inv_rms` [`norm_heads`] computes before writing any of them.
+const CHUNK: usize = 64;
+
+/// Heads whose sums [`inv_rms_heads`] accumulates side by side.
+const GROUP: usize = 4;
+
+/// `inv[j]` = `inv_rms` of head `h0 + j` of `a`, for `j < n <= CHUNK`.
+///
+/// # Safety
+/// As [`norm_heads`], with `h0 + n <= a.heads`.
+#[inline(always)]
+unsafe fn inv_rms_heads<S: Simd, T: SimdElement>(
+    s: S,
+    a: &NormArgs<'_, T>,
+    h0: usize,
+    n: usize,
+    inv: &mut [f32; CHUNK],
+) {
+    let mut j = 0;
+    while j + GROUP <= n {
+        // SAFETY: heads h0 + j .. + GROUP exist.
+        let sums = unsafe { group_sums::<S, T, GROUP>(s, a, h0 + j) };
+        for (k, sum) in sums.into_iter().enumerate() {
+            inv[j + k] = inv_rms(sum, a.head_dim, a.eps);
+        }
+        j += GROUP;
+    }
+    while j < n {
+        // SAFETY: head h0 + j exists.
+        let [sum] = unsafe { group_sums::<S, T, 1>(s, a, h0 + j) };
+        inv[j] = inv_rms(sum, a.head_dim, a.eps);
+        j += 1;
+    }
+}
+
+/// The sums of squares of heads `h0 .. h0 + G` of `a`, prefetching the heads about 4 KB
+/// ahead when `a.prefetch`.
+///
+/// # Safety
+/// As [`norm_heads`], with `h0 + G <= a.heads`.
+#[inline(always)]
+unsafe fn group_sums<S: Simd, T: SimdElement, const G: usize>(
+    s: S,
+    a: &NormArgs<'_, T>,
+    h0: usize,
+) -> [f32; G] {
+    let (split, hd) = (a.split, a.head_dim);
+    let (mut src0, mut src1) = ([a.src0; G], [a.src1; G]);
+    for j in 0..G {
+        src0[j] = a.src0.wrapping_add((h0 + j) * a.src0_stride);
+        src1[j] = a.src1.wrapping_add((h0 + j) * a.src1_stride);
+    }
+    if a.prefetch {
+        // Wrapping: past the call they are only hints.
+        let (b0, b1) = (split * core::mem::size_of::<T>(), (hd - split) * core::mem::size_of::<T>());
+        let ahead = heads_ahead(b0 + b1);
+        for j in 0..G {
+            let h = h0 + j + ahead;
+            prefetch_range(s, true, a.src0.wrapping_add(h.wrapping_mul(a.src0_stride)).cast(), b0);
+            prefetch_range(s, b1 > 0, a.src1.wrapping_add(h.wrapping_mul(a.src1_stride)).cast(), b1);
+        }
+    }
+    // SAFETY: the segments of heads h0 .. h0 + G are valid (contract).
+    unsafe { sum_squares::<S, T, G>(s, src0, split, src1, hd - split) }
+}
+
+/// `sum(x²)` of `G` heads, each `n0` elements at `p0[j]` followed by `n1` at `p1[j]`, in the
+/// order of the module docs.
+///
+/// # Safety
+/// `p0[j] .. + n0` and `p1[j] .. + n1` are valid for reads.
+#[inline(always)]
+unsafe fn sum_squares<S: Simd, T: SimdElement, const G: usize>(
+    s: S,
+    p0: [*const T; G],
+    n0: usize,
+    p1: [*const T; G],
+    n1: usize,
+) -> [f32; G] {
+    let lanes = S::LANES;
+    let nv = PARTIALS / lanes;
+    let mut acc = [[s.splat(0.0); 4]; G];
+    let n = n0 + n1;
+    let mut pad = [[T::default(); PARTIALS]; G];
+    let mut i = 0;
+    // Whole chunks of the first segment: no gathering, no branches.
+    while i + PARTIALS <= n0 {
+        for j in 0..G {
+            for (v, a) in acc[j].iter_mut().enumerate().take(nv) {
+                // SAFETY: i + PARTIALS <= n0: inside the first segment.
+                let x = unsafe { T::load(s, p0[j].add(i + v * lanes)) };
+                *a = s.add(*a, s.mul(x, x));
+            }
+        }
+        i += PARTIALS;
+    }
+    while i < n {
+        for j in 0..G {
+            let p = if i + PARTIALS <= n0 {
+                p0[j].wrapping_add(i)
+            } else if i >= n0 && i + PARTIALS <= n {
+                p1[j].wrapping_add(i - n0)
+            } else {
+                // A chunk across the segment boundary or at the end: gathered into zeros.
+                for (e, k) in pad[j].iter_mut().zip(i..) {
+                    *e = if k >= n {
+                        T::default()
+                    } else if k < n0 {
+                        // SAFETY: k < n0: inside the first segment.
+                        unsafe { *p0[j].add(k) }
+                    } else {
+                        // SAFETY: n0 <= k < n: inside the second segment.
+                        unsafe { *p1[j].add(k - n0) }
+                    };
+                }
+                pad[j].as_ptr()
+            };
+            for (v, a) in acc[j].iter_mut().enumerate().take(nv) {
+                // SAFETY: `p` points at PARTIALS readable elements (a whole chunk of a
+                // segment, or the pad).
+                let x = unsafe { T::load(s, p.add(v * lanes)) };
+                *a = s.add(*a, s.mul(x, x));
+            }
+        }
+        i += PARTIALS;
+    }
+    // Plain loops, no closures: a closure is not compiled with the tier's target features,
+    // so the vector stores in it would not inline (measured: 3x slower).
+    let mut sums = [0.0f32; G];
+    for (sum, acc) in sums.iter_mut().zip(&acc) {
+        let mut parts = [0.0f32; PARTIALS];
+        for (v, a) in acc.iter().enumerate().take(nv) {
+            // SAFETY: v * lanes + lanes <= PARTIALS.
+            unsafe { s.store(parts.as_mut_ptr().add(v * lanes), *a) };
+        }
+        *sum = tree(parts);
+    }
+    sums
+}
+
+/// `dst[i] = form(src[i], inv, w[i])` for `i < n`.
+///
+/// # Safety
+/// `src .. + n` valid for reads, `dst .. + n` for writes (equal or disjoint), `w .. + n`
+/// for reads unless `form` is `Plain`.
+#[inline(always)]
+unsafe fn scale_segment<S: Simd, T: SimdElement>(
+    s: S,
+    src: *const T,
+    dst: *mut T,
+    n: usize,
+    inv: f32,
+    w: *const f32,
+    form: NormForm,
+) {
+    // One loop per form, the form known at compile time in each.
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match form {
+            NormForm::Weighted => scale_segment_in::<S, T, WEIGHTED>(s, src, dst, n, inv, w),
+            NormForm::OnePlus => scale_segment_in::<S, T, ONE_PLUS>(s, src, dst, n, inv, w),
+            NormForm::Plain => scale_segment_in::<S, T, PLAIN>(s, src, dst, n, inv, w),
+        }
+    }
+}
+
+/// [`NormForm`] as a const generic parameter.
+const WEIGHTED: u8 = 0;
+const ONE_PLUS: u8 = 1;
+const PLAIN: u8 = 2;
+
+/// [`scale_segment`] for the form `F`.
+///
+/// # Safety
+/// As [`scale_segment`].
+#[inline(always)]
+unsafe fn scale_segment_in<S: Simd, T: SimdElement, const F: u8>(
+    s: S,
+    src: *const T,
+    dst: *mut T,
+    n: usize,
+    inv: f32,
+    w: *const f32,
+) {
+    let lanes = S::LANES;
+    let body = n - n % lanes;
+    let iv = s.splat(inv);
+    let mut i = 0;
+    while i < body {
+        // SAFETY: i + lanes <= n.
+        unsafe {
+            let y = normed::<S, T, F>(s, T::load(s, src.add(i)), iv, w.wrapping_add(i));
+            T::store(s, dst.add(i), y);
+        }
+        i += lanes;
+    }
+    if body < n {
+        let r = n - body;
+        let mut x = [T::default(); MAX_LANES];
+        let mut wv = [0.0f32; MAX_LANES];
+        // SAFETY: r < lanes elements of each range; the stack buffers hold a full vector.
+        unsafe {
+            ptr::copy_nonoverlapping(src.add(body), x.as_mut_ptr(), r);
+            if F != PLAIN {
+                ptr::copy_nonoverlapping(w.add(body), wv.as_mut_ptr(), r);
+            }
+            let y = normed::<S, T, F>(s, T::load(s, x.as_ptr()), iv, wv.as_ptr());
+            T::store(s, x.as_mut_ptr(), y);
+            ptr::copy_nonoverlapping(x.as_ptr(), dst.add(body), r);
+        }
+    }
+}
+
+/// One vector of the form `F` (see the module docs), before the final rounding.
+///
+/// # Safety
+/// `w .. w + S::LANES` is valid for reads unless `F` is `PLAIN`.
+#[inline(always)]
+unsafe fn normed<S: Simd, T: SimdElement, const F: u8>(s: S, x: S::V, iv: S::V, w: *const f32) -> S::V {
+    let n = s.mul(x, iv);
+    match F {
+        PLAIN => n,
+        // SAFETY: forwarded from the caller.
+        ONE_PLUS => s.mul(n, s.add(s.splat(1.0), unsafe { s.load(w) })),
+        // SAFETY: forwarded from the caller; the rounding to the input type first is HF's
+        // `.to(input_dtype)` (exact for f32).
+        _ => s.mul(unsafe { s.load(w) }, unsafe { round_to::<S, T>(s, n) }),
+    }
+}
+
+/// `v` rounded to `T` and widened back (NaN canonical), as storing and reloading it does;
+/// the identity for f32.
+///
+/// # Safety
+/// None beyond `s` proving its tier (the buffer is local).
+#[inline(always)]
+unsafe fn round_to<S: Simd, T: SimdElement>(s: S, v: S::V) -> S::V {
+    if core::mem::size_of::<T>() == 4 {
+        return v;
+    }
+    let mut b = [T::default(); MAX_LANES];
+    // SAFETY: the buffer holds a full vector.
+    unsafe {
+        T::store(s, b.as_mut_ptr(), v);
+        T::load(s, b.as_ptr())
+    }
+}
+
+/// Arguments of one fused norm-then-rotate call (`Weighted` or `OnePlus` forms): the heads
+/// of one token of one tensor, as [`RotateArgs`] (whose contract applies), plus the norm.
+pub(crate) struct NormRopeArgs<'a, T> {
+    pub rotate: RotateArgs<'a, T>,
+    /// `head_dim` entries.
+    pub weight: &'a [f32],
+    pub form: NormForm,
+    pub eps: f32,
+}
+
+/// A fused norm-then-rotate kernel.
+///
+/// # Safety
+/// The contract of [`RotateFn`](crate::kernels::RotateFn) for `a.rotate`;
+/// `weight.len() >= head_dim`; `form` is not `Plain`.
+pub(crate) type NormRopeFn<T> = unsafe fn(&NormRopeArgs<'_, T>);
+
+/// The scalar oracle of the fused op: literally the norm ([`norm_heads_scalar`]) into a
+/// stack copy of each head's rotated part, then the scalar rotate kernel from it (the
+/// pass-through part normalised in place of the output).
+///
+/// # Safety
+/// The contract of [`NormRopeFn`].
+pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>) {
+    let r = &a.rotate;
+    let rd = 2 * r.cos.len();
+    let mut tmp = [T::default(); MAX_ROTARY_DIM];
+    for h in 0..r.heads {
+        let (src, dst) =
+            (r.src.wrapping_add(h * r.src_head_stride), r.dst.wrapping_add(h * r.dst_head_stride));
+        let norm = NormArgs {
+            heads: 1,
+            head_dim: r.head_dim,
+            split: rd,
+            src0: src,
+            src0_stride: 0,
+            dst0: tmp.as_mut_ptr(),
+            dst0_stride: 0,
+            src1: src.wrapping_add(rd),
+            src1_stride: 0,
+            dst1: dst.wrapping_add(rd),
+            dst1_stride: 0,
+            weight: a.weight,
+            form: a.form,
+            eps: a.eps,
+            prefetch: false,
+        };
+        let rot = RotateArgs {
+            src: tmp.as_ptr(),
+            dst,
+            heads: 1,
+            src_head_stride: 0,
+            dst_head_stride: 0,
+            head_dim: rd,
+            prefetch: false,
+            ..*r
+        };
+        // SAFETY: head h of the caller's tensors (contract); `tmp` holds rd <= MAX_ROTARY_DIM
+        // elements and overlaps neither; the norm reads all of the head before writing.
+        unsafe {
+            norm_heads_scalar(&norm);
+            crate::kernels::scalar::rotate(&rot);
+        }
+    }
+}
+
+/// The vector kernel behind every tier's `norm_rope_heads`: one pass per head. Each chunk of
+/// heads first gets its `inv_rms` ([`inv_rms_heads`]); then each head is read once more (from
+/// L1), normalised and rotated in registers, and written once. Every lane computes the
+/// norm's element formula (rounded to `T` for f16/bf16, as storing it would), then the
+/// rotation of the parent module's kernels on that value, so the result equals the norm
+/// followed by the rotate kernel bit for bit.
+///
+/// # Safety
+/// The contract of [`NormRopeFn`]; `s` proves the CPU supports its tier.
+#[inline(always)]
+pub(crate) unsafe fn norm_rope_heads<S: Simd, T: SimdElement>(s: S, a: &NormRopeArgs<'_, T>) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match (a.form, a.rotate.layout) {
+            (NormForm::OnePlus, Layout::HalfSplit) => norm_rope_in::<S, T, ONE_PLUS, false>(s, a),
+            (NormForm::OnePlus, Layout::Interleaved) => norm_rope_in::<S, T, ONE_PLUS, true>(s, a),
+            (_, Layout::HalfSplit) => norm_rope_in::<S, T, WEIGHTED, false>(s, a),
+            (_, Layout::Interleaved) => norm_rope_in::<S, T, WEIGHTED, true>(s, a),
+        }
+    }
+}
+
+/// [`norm_rope_heads`] for the form `F` and layout (`INTERLEAVED`).
+///
+/// # Safety
+/// As [`norm_rope_heads`].
+#[inline(always)]
+unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: bool>(
+    s: S,
+    a: &NormRopeArgs<'_, T>,
+) {
+    let r = &a.rotate;
+    let (hd, pairs) = (r.head_dim, r.cos.len());
+    let rd = 2 * pairs;
+    let norm = NormArgs {
+        heads: r.heads,
+        head_dim: hd,
+        split: hd,
+        src0: r.src,
+        src0_stride: r.src_head_stride,
+        dst0: r.dst,
+        dst0_stride: r.dst_head_stride,
+        src1: r.src,
+        src1_stride: 0,
+        dst1: r.dst,
+        dst1_stride: 0,
+        weight: a.weight,
+        form: a.form,
+        eps: a.eps,
+        prefetch: r.prefetch,
+    };
+    // Interleaved: the rows expanded once per call, cc = [c0 c0 c1 c1 ..] and ss = [-s0 s0 ..]
+    // forward or [s0 -s0 ..] inverse, as the rotate kernel does.
+    let mut cc = ExpandedRow([0.0; MAX_ROTARY_DIM]);
+    let mut ss = ExpandedRow([0.0; MAX_ROTARY_DIM]);
+    if INTERLEAVED {
+        for i in 0..pairs {
+            let sn = if r.inverse { -r.sin[i] } else { r.sin[i] };
+            (cc.0[2 * i], cc.0[2 * i + 1]) = (r.cos[i], r.cos[i]);
+            (ss.0[2 * i], ss.0[2 * i + 1]) = (-sn, sn);
+        }
+    }
+    let sign = s.splat(if r.inverse { -0.0 } else { 0.0 });
+    let w = a.weight.as_ptr();
+    let mut inv = [0.0f32; CHUNK];
+    let mut h0 = 0;
+    while h0 < r.heads {
+        let n = CHUNK.min(r.heads - h0);
+        // SAFETY: heads h0 .. h0 + n exist (contract).
+        unsafe { inv_rms_heads(s, &norm, h0, n, &mut inv) };
+        for (j, &inv) in inv.iter().enumerate().take(n) {
+            let h = h0 + j;
+            let (src, dst) =
+                (r.src.wrapping_add(h * r.src_head_stride), r.dst.wrapping_add(h * r.dst_head_stride));
+            let iv = s.splat(inv);
+            // SAFETY: head h of the contract; each step loads before it stores, so in place
+            // it reads only unmodified elements; weight has head_dim entries.
+            unsafe {
+                if INTERLEAVED {
+                    interleaved_head::<S, T, F>(s, src, dst, rd, iv, w, cc.0.as_ptr(), ss.0.as_ptr());
+                } else {
+                    half_split_head::<S, T, F>(
+                        s,
+                        src,
+                        dst,
+                        pairs,
+                        iv,
+                        w,
+                        r.cos.as_ptr(),
+                        r.sin.as_ptr(),
+                        sign,
+                    );
+                }
+                scale_segment_in::<S, T, F>(s, src.add(rd), dst.add(rd), hd - rd, inv, w.add(rd));
+            }
+        }
+        h0 += n;
+    }
+}
+
+/// An expanded cos/sin row on a cache line.
+#[repr(C, align(64))]
+struct ExpandedRow([f32; MAX_ROTARY_DIM]);
+
+/// Normalises and rotates the `HalfSplit` part of one head: `pairs` pairs `(i, i + pairs)`.
+///
+/// # Safety
+/// `src`, `dst` are one head (equal or disjoint) of at least `2 * pairs` elements; `w` has
+/// `2 * pairs` entries, `cos` and `sin` `pairs`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn half_split_head<S: Simd, T: SimdElement, const F: u8>(
+    s: S,
+    src: *const T,
+    dst: *mut T,
+    pairs: usize,
+    iv: S::V,
+    w: *const f32,
+    cos: *const f32,
+    sin: *const f32,
+    sign: S::V,
+) {
+    let lanes = S::LANES;
+    let body = pairs - pairs % lanes;
+    let mut i = 0;
+    while i < body {
+        // SAFETY: i + lanes <= pairs.
+        unsafe {
+            let (x0, x1) = (T::load(s, src.add(i)), T::load(s, src.add(pairs + i)));
+            let (c, sn) = (s.load(cos.add(i)), s.xor(s.load(sin.add(i)), sign));
+            let (y0, y1) = half_split_vec::<S, T, F>(s, x0, x1, iv, w.add(i), w.add(pairs + i), c, sn);
+            T::store2(s, [dst.add(i), dst.add(pairs + i)], [y0, y1]);
+        }
+        i += lanes;
+    }
+    if body < pairs {
+        let r = pairs - body;
+        let (mut x0, mut x1) = ([T::default(); MAX_LANES], [T::default(); MAX_LANES]);
+        let (mut w0, mut w1) = ([0.0f32; MAX_LANES], [0.0f32; MAX_LANES]);
+        let (mut c, mut sn) = ([0.0f32; MAX_LANES], [0.0f32; MAX_LANES]);
+        // SAFETY: the last r < lanes pairs, weights and row entries are in bounds; the stack
+        // buffers hold a full vector each.
+        unsafe {
+            ptr::copy_nonoverlapping(src.add(body), x0.as_mut_ptr(), r);
+            ptr::copy_nonoverlapping(src.add(pairs + body), x1.as_mut_ptr(), r);
+            ptr::copy_nonoverlapping(w.add(body), w0.as_mut_ptr(), r);
+            ptr::copy_nonoverlapping(w.add(pairs + body), w1.as_mut_ptr(), r);
+            ptr::copy_nonoverlapping(cos.add(body), c.as_mut_ptr(), r);
+            ptr::copy_nonoverlapping(sin.add(body), sn.as_mut_ptr(), r);
+            let (cv, sv) = (s.load(c.as_ptr()), s.xor(s.load(sn.as_ptr()), sign));
+            let (xv0, xv1) = (T::load(s, x0.as_ptr()), T::load(s, x1.as_ptr()));
+            let (y0, y1) = half_split_vec::<S, T, F>(s, xv0, xv1, iv, w0.as_ptr(), w1.as_ptr(), cv, sv);
+            T::store2(s, [x0.as_mut_ptr(), x1.as_mut_ptr()], [y0, y1]);
+            ptr::copy_nonoverlapping(x0.as_ptr(), dst.add(body), r);
+            ptr::copy_nonoverlapping(x1.as_ptr(), dst.add(pairs + body), r);
+        }
+    }
+}
+
+/// One `HalfSplit` vector step: normed `n0`, `n1` (rounded to `T`), then
+/// `y0 = (n0 * c) - (n1 * sn)`, `y1 = (n1 * c) + (n0 * sn)` (`sn` negated for the inverse),
+/// the rotate kernel's formula.
+///
+/// # Safety
+/// `w0`, `w1` valid for `S::LANES` reads.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn half_split_vec<S: Simd, T: SimdElement, const F: u8>(
+    s: S,
+    x0: S::V,
+    x1: S::V,
+    iv: S::V,
+    w0: *const f32,
+    w1: *const f32,
+    c: S::V,
+    sn: S::V,
+) -> (S::V, S::V) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let n0 = round_to::<S, T>(s, normed::<S, T, F>(s, x0, iv, w0));
+        let n1 = round_to::<S, T>(s, normed::<S, T, F>(s, x1, iv, w1));
+        (s.sub(s.mul(n0, c), s.mul(n1, sn)), s.add(s.mul(n1, c), s.mul(n0, sn)))
+    }
+}
+
+/// Normalises and rotates the `Interleaved` part of one head (`rd` elements) with the
+/// expanded rows `cc`, `ss`: `y = (n * cc) + (swap(n) * ss)`, the rotate kernel's formula.
+///
+/// # Safety
+/// `src`, `dst` are one head (equal or disjoint) of at least `rd` elements; `w`, `cc`, `ss`
+/// have `rd` entries.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn interleaved_head<S: Simd, T: SimdElement, const F: u8>(
+    s: S,
+    src: *const T,
+    dst: *mut T,
+    rd: usize,
+    iv: S::V,
+    w: *const f32,
+    cc: *const f32,
+    ss: *const f32,
+) {
+    let lanes = S::LANES;
+    let body = rd - rd % lanes;
+    let mut i = 0;
+    while i < body {
+        // SAFETY: i + lanes <= rd.
+        unsafe {
+            let x = T::load(s, src.add(i));
+            let n = round_to::<S, T>(s, normed::<S, T, F>(s, x, iv, w.add(i)));
+            let y = s.add(s.mul(n, s.load(cc.add(i))), s.mul(s.swap_pairs(n), s.load(ss.add(i))));
+            T::store(s, dst.add(i), y);
+        }
+        i += lanes;
+    }
+    if body < rd {
+        let r = rd - body;
+        let mut x = [T::default(); MAX_LANES];
+        let (mut wv, mut c, mut sn) = ([0.0f32; MAX_LANES], [0.0f32; MAX_LANES], [0.0f32; MAX_LANES]);
+        // SAFETY: the last r < lanes elements and entries are in bounds; the stack buffers
+        // hold a full vector each (r is even: whole pairs).
+        unsafe {
+            ptr::copy_nonoverlapping(src.add(body), x.as_mut_ptr(), r);
+            ptr::copy_nonoverlapping(w.add(body), wv.as_mut_ptr(), r);
+            ptr::copy_nonoverlapping(cc.add(body), c.as_mut_ptr(), r);
+            ptr::copy_nonoverlapping(ss.add(body), sn.as_mut_ptr(), r);
+            let n = round_to::<S, T>(s, normed::<S, T, F>(s, T::load(s, x.as_ptr()), iv, wv.as_ptr()));
+            let y = s.add(s.mul(n, s.load(c.as_ptr())), s.mul(s.swap_pairs(n), s.load(sn.as_ptr())));
+            T::store(s, x.as_mut_ptr(), y);
+            ptr::copy_nonoverlapping(x.as_ptr(), dst.add(body), r);
+        }
+    }
+}
