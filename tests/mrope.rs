@@ -408,3 +408,53 @@ fn dynamic_scaling_matches_plain_rope() {
         }
     }
 }
+
+/// Every pair of a filled row uses its own stream's position (the formula of `MRopeStyle`,
+/// written out here) for many sections of both styles, and on-the-fly rows are the table's.
+#[test]
+fn rows_follow_the_section_formula() {
+    let stream = |style: MRopeStyle, [st, sh, sw]: [usize; 3], j: usize| match style {
+        MRopeStyle::Sectioned => usize::from(j >= st) + usize::from(j >= st + sh),
+        MRopeStyle::Interleaved if j % 3 == 1 && j < 3 * sh => 1,
+        MRopeStyle::Interleaved if j % 3 == 2 && j < 3 * sw => 2,
+        MRopeStyle::Interleaved => 0,
+    };
+    let (t, h, w) = ([7u32, 1000], [300u32, 3], [55u32, 77_777]);
+    for pairs in [8usize, 9, 21, 64] {
+        let r = Rope::new(RopeConfig::new(2 * pairs, 1e4)).unwrap();
+        let inv = r.frequencies().inv_freq().to_vec();
+        for sh in 0..=(pairs + 1) / 3 {
+            for sw in 0..=pairs / 3 {
+                for style in [MRopeStyle::Sectioned, MRopeStyle::Interleaved] {
+                    let section = [pairs - sh - sw, sh, sw];
+                    let m = MRope::new(RopeConfig::new(2 * pairs, 1e4), section, style).unwrap();
+                    let (mut cos, mut sin) = (vec![0.0f32; 2 * pairs], vec![0.0f32; 2 * pairs]);
+                    m.fill_table([&t, &h, &w], &mut cos, &mut sin).unwrap();
+                    for n in 0..2 {
+                        let pos = [t[n], h[n], w[n]];
+                        for j in 0..pairs {
+                            let a = f64::from(pos[stream(style, section, j)]) * inv[j];
+                            let (c, s) = (cos[n * pairs + j], sin[n * pairs + j]);
+                            assert!(
+                                (f64::from(c) - a.cos()).abs() < 1e-6,
+                                "{style:?} {section:?} token {n} pair {j}"
+                            );
+                            assert!(
+                                (f64::from(s) - a.sin()).abs() < 1e-6,
+                                "{style:?} {section:?} token {n} pair {j}"
+                            );
+                        }
+                    }
+                    // On the fly = the table, bit for bit.
+                    let x = input(2 * 2 * pairs);
+                    let view = View::bshd(2, 1, 2 * pairs);
+                    let (mut a, mut b) = (x.clone(), x.clone());
+                    m.apply(HeadsMut::new(&mut a, view), &MRopeApply::ids([&t, &h, &w])).unwrap();
+                    let table = CosSinTable::new(&cos, &sin, pairs).unwrap();
+                    m.apply(HeadsMut::new(&mut b, view), &MRopeApply::table(table)).unwrap();
+                    assert_eq!(a, b, "{style:?} {section:?}");
+                }
+            }
+        }
+    }
+}

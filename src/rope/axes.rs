@@ -73,6 +73,12 @@ pub(crate) struct AxisFreqs {
     /// Slot order is pair order (sectioned MRoPE, vision RoPE).
     identity: bool,
     perm: [u16; MAX_PAIRS],
+    /// Leading pairs `0..3 * tri` are `(t_i, h_i, w_i)` = slots `(i, count[0] + i, count[0]
+    /// + count[1] + i)` for `i < tri` (interleaved MRoPE): scattered as a 3-way interleave.
+    tri: usize,
+    /// The other slots, `(slot, pair)`, scattered one by one (`rest_len` of them).
+    rest: [(u16, u16); MAX_PAIRS],
+    rest_len: usize,
     /// The index into the base frequency tables of each slot.
     freq: [u16; MAX_PAIRS],
     turns_hi: [f64; MAX_PAIRS],
@@ -97,6 +103,9 @@ impl AxisFreqs {
             count: [0; 3],
             identity: true,
             perm: [0; MAX_PAIRS],
+            tri: 0,
+            rest: [(0, 0); MAX_PAIRS],
+            rest_len: 0,
             freq: [0; MAX_PAIRS],
             turns_hi: [0.0; MAX_PAIRS],
             turns_lo: [0.0; MAX_PAIRS],
@@ -114,6 +123,28 @@ impl AxisFreqs {
             }
         }
         debug_assert_eq!(k, pairs);
+        if streams == 3 && !a.identity {
+            let mut slot_of = [0usize; MAX_PAIRS];
+            for (k, &j) in a.perm[..pairs].iter().enumerate() {
+                slot_of[usize::from(j)] = k;
+            }
+            let (c0, c1) = (a.count[0], a.count[0] + a.count[1]);
+            let at = |j: usize, want: usize| j < pairs && slot_of[j] == want;
+            while at(3 * a.tri, a.tri) && at(3 * a.tri + 1, c0 + a.tri) && at(3 * a.tri + 2, c1 + a.tri) {
+                a.tri += 1;
+            }
+            for (k, &j) in a.perm[..pairs].iter().enumerate() {
+                if usize::from(j) >= 3 * a.tri {
+                    a.rest[a.rest_len] = (k as u16, j);
+                    a.rest_len += 1;
+                }
+            }
+        } else if !a.identity {
+            for (k, &j) in a.perm[..pairs].iter().enumerate() {
+                a.rest[k] = (k as u16, j);
+            }
+            a.rest_len = pairs;
+        }
         a.set_base(base);
         a
     }
@@ -177,8 +208,20 @@ impl AxisFreqs {
             return;
         }
         self.fill_slots(gen, mode, pos, buf_cos, buf_sin);
-        for (k, &j) in self.perm[..self.pairs].iter().enumerate() {
-            let j = usize::from(j);
+        let m = self.tri;
+        if m > 0 {
+            let (c0, c1) = (self.count[0], self.count[0] + self.count[1]);
+            for (row, buf) in [(&mut *cos, &*buf_cos), (&mut *sin, &*buf_sin)] {
+                let (t, h, w) = (&buf[..m], &buf[c0..c0 + m], &buf[c1..c1 + m]);
+                for (((d, &a), &b), &c) in row[..3 * m].chunks_exact_mut(3).zip(t).zip(h).zip(w) {
+                    d[0] = a;
+                    d[1] = b;
+                    d[2] = c;
+                }
+            }
+        }
+        for &(k, j) in &self.rest[..self.rest_len] {
+            let (k, j) = (usize::from(k), usize::from(j));
             cos[j] = buf_cos[k];
             sin[j] = buf_sin[k];
         }

@@ -260,9 +260,13 @@ impl RopeRef<'_> {
     ) -> Result<AxisFreqs, RopeError> {
         let pairs = self.pairs();
         check_section(mrope_section, style, pairs)?;
+        let stream = |j| stream_of(style, mrope_section, j);
+        if !self.per_call(seq_len) {
+            return Ok(AxisFreqs::new(pairs, 3, stream, |j| j, &self.set_at(seq_len)));
+        }
         let mut slot = CallFreqs::<MAX_PAIRS>::new();
         let freqs = self.freqs_at(seq_len, &mut slot)?;
-        Ok(AxisFreqs::new(pairs, 3, |j| stream_of(style, mrope_section, j), |j| j, &freqs))
+        Ok(AxisFreqs::new(pairs, 3, stream, |j| j, &freqs))
     }
 
     /// As [`MRope::apply_qk`] with this RoPE's configuration and frequencies.
