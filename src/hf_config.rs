@@ -94,6 +94,9 @@ use crate::config::{AngleMode, Layout, RopeConfig, MAX_ROTARY_DIM};
 use crate::error::RopeError;
 use crate::freq::{LongRopeParams, Scaling, YarnParams};
 
+mod ops;
+pub use ops::{QkNormKind, QkNormSpec};
+
 /// The attention and RoPE shape of a model, from its `config.json`.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
