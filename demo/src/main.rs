@@ -11,9 +11,12 @@
 //! RoPE of multimodal models, and the warnings of the load. Then, for each distinct RoPE
 //! configuration, runs a prefill of 2048 tokens and 256 single-token decode steps on random
 //! q/k (q and k heads in one `apply_qk` call, GQA), checks every output element against an
-//! f64 evaluation of the rotation, and prints the error and the speed. For MRoPE models it
-//! runs the text RoPE (text tokens have t = h = w, where MRoPE is plain RoPE); the MRoPE
-//! and vision kernels are not run here.
+//! f64 evaluation of the rotation, and prints the error and the speed. What the loader wires
+//! beside it runs too, each checked against an f64 evaluation of its formula: MRoPE
+//! (`ModelConfig::mrope_rope`) on 16 text tokens, a 32x32-patch image (merge 2) and 16 text
+//! tokens with positions from `MRopeIndex`; the vision encoder's 2-D RoPE
+//! (`ModelConfig::vision_rope`) on its patch grid; the fused QK norm + RoPE of each layer type
+//! that has one (`ModelConfig::qk_norm_for_layer`) with a synthetic weight.
 //! Exits with status 2 when the config cannot be used (one line naming the reason, e.g. an
 //! unsupported scaling type), and 1 for a bad argument, a failed call or an error above
 //! `1e-5 * max(1, attention_factor)`.
@@ -23,6 +26,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rope_kernels::hf_config::ModelConfig;
+
+mod multimodal;
 use rope_kernels::{Apply, HeadsMut, Layout, Rope, RopeConfig, View};
 
 const EMBEDDED_CONFIG: &str = include_str!("../../tests/data/configs/llama-3.1-8b.json");
@@ -145,7 +150,10 @@ fn run() -> Result<(), Failure> {
     }
 
     // What each layer type applies, then one prefill/decode run per distinct configuration.
+    let refused = |e: rope_kernels::hf_config::ConfigError| Failure::ConfigRefused(format!("{source}: {e}"));
     let mut runs: Vec<(String, RopeConfig, String)> = Vec::new();
+    // (layer type, first layer, its RoPE and q/k norm) of each layer type with a q/k norm.
+    let mut qk_runs = Vec::new();
     for l in &model.layer_ropes {
         let layers: Vec<usize> = model.layers_of_type(&l.layer_type).collect();
         let which = if model.layer_types.is_empty() {
@@ -154,13 +162,28 @@ fn run() -> Result<(), Failure> {
             format!("layers {}", layer_list(&layers))
         };
         let rope_layers: Vec<usize> = layers.iter().copied().filter(|&i| model.uses_rope(i)).collect();
+        let first = layers.first().copied().unwrap_or(0);
         if !model.layer_types.is_empty() && rope_layers.is_empty() {
-            println!("{} ({which}): no RoPE (no_rope_layers)", l.layer_type);
+            let qk = model.qk_norm_for_layer(first).map_err(refused)?;
+            println!(
+                "{} ({which}): no RoPE (no_rope_layers); qk norm: {}",
+                l.layer_type,
+                multimodal::describe_qk_norm(qk.as_ref())
+            );
             continue;
         }
         let rope = Rope::new(l.rope.clone()).map_err(|e| Failure::ConfigRefused(format!("{source}: {e}")))?;
         let line = describe(&rope, &l.scaling_name);
-        println!("{} ({which}): {line}", l.layer_type);
+        let at = rope_layers.first().copied().unwrap_or(first);
+        let qk = model.qk_norm_for_layer(at).map_err(refused)?;
+        println!(
+            "{} ({which}): {line}; qk norm: {}",
+            l.layer_type,
+            multimodal::describe_qk_norm(qk.as_ref())
+        );
+        if let Some(spec) = qk {
+            qk_runs.push((l.layer_type.to_string(), at, rope.clone(), spec));
+        }
         match runs.iter().position(|(_, c, _)| *c == l.rope) {
             Some(i) => runs[i].0 += &format!(", {}", l.layer_type),
             None => runs.push((l.layer_type.to_string(), l.rope.clone(), line)),
@@ -172,12 +195,12 @@ fn run() -> Result<(), Failure> {
     }
     if let Some(q) = model.use_qk_norm {
         let eps = model.rms_norm_eps.map(|e| format!(", rms_norm_eps {e:e}")).unwrap_or_default();
-        println!("qk norm:   use_qk_norm {q}{eps} (a separate pass; not run here)");
+        println!("qk norm:   use_qk_norm {q}{eps}");
     }
     if let Some(m) = &model.mrope {
         let kind = if m.interleaved { "interleaved (Qwen3-VL, ggml IMROPE)" } else { "sectioned (Qwen2-VL)" };
         println!(
-            "MRoPE:     mrope_section {:?} {kind} (kernels: see mrope); text tokens have t = h = w, \
+            "MRoPE:     mrope_section {:?} {kind} on every layer; text tokens have t = h = w, \
              where MRoPE equals the plain RoPE run below",
             m.mrope_section
         );
@@ -190,7 +213,7 @@ fn run() -> Result<(), Failure> {
         let merge = v.spatial_merge_size.map(|m| format!(", spatial_merge_size {m}")).unwrap_or_default();
         println!(
             "vision:    {}: head_dim {}, {} heads, 2-D RoPE theta {}, {} frequencies per axis, {axes}, \
-             position offset {}, {}{merge} (kernels: see vision RoPE; not run here)",
+             position offset {}, {}{merge}",
             v.model_type,
             v.head_dim,
             v.num_heads,
@@ -208,6 +231,18 @@ fn run() -> Result<(), Failure> {
         }
         let rope = Rope::new(config.clone()).map_err(|e| Failure::ConfigRefused(format!("{source}: {e}")))?;
         exercise(&rope, &model, &mut rng)?;
+    }
+    if let Some(m) = model.mrope_rope().map_err(refused)? {
+        println!("-- MRoPE");
+        multimodal::run_mrope(&model, &m, &mut rng)?;
+    }
+    if let (Some(spec), Some(vit)) = (&model.vision, model.vision_rope().map_err(refused)?) {
+        println!("-- vision encoder ({})", spec.model_type);
+        multimodal::run_vision(spec, &vit, &mut rng)?;
+    }
+    for (label, layer, rope, spec) in &qk_runs {
+        println!("-- fused QK norm + RoPE: {label} (layer {layer})");
+        multimodal::run_qk_norm(&model, rope, spec, &mut rng)?;
     }
     Ok(())
 }
