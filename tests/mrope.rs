@@ -432,7 +432,24 @@ fn rows_follow_the_section_formula() {
                     m.fill_table([&t, &h, &w], &mut cos, &mut sin).unwrap();
                     for n in 0..2 {
                         let pos = [t[n], h[n], w[n]];
+                        // The 1-D rows at each stream's position: every pair has their bits.
+                        let one_d = pos.map(|p| {
+                            let (mut c, mut s) = (vec![0.0f32; pairs], vec![0.0f32; pairs]);
+                            r.fill_table(p, &mut c, &mut s).unwrap();
+                            (c, s)
+                        });
                         for j in 0..pairs {
+                            let (c1, s1) = &one_d[stream(style, section, j)];
+                            assert_eq!(
+                                cos[n * pairs + j].to_bits(),
+                                c1[j].to_bits(),
+                                "{style:?} {section:?} {j}"
+                            );
+                            assert_eq!(
+                                sin[n * pairs + j].to_bits(),
+                                s1[j].to_bits(),
+                                "{style:?} {section:?} {j}"
+                            );
                             let a = f64::from(pos[stream(style, section, j)]) * inv[j];
                             let (c, s) = (cos[n * pairs + j], sin[n * pairs + j]);
                             assert!(

@@ -176,9 +176,14 @@ impl AxisFreqs {
     /// into `cos`, `sin` (`pairs` long).
     #[inline(always)]
     fn fill_slots(&self, gen: SinCos, mode: AngleMode, pos: &[u32; 3], cos: &mut [f32], sin: &mut [f32]) {
+        // One position for every stream (text tokens: t = h = w): one run over all slots
+        // (lanes are independent, so the same bits as a run per stream).
+        let streams = &pos[..self.streams];
+        let one = streams.iter().all(|&p| p == streams[0]);
+        let (runs, count) = if one { (1, [self.pairs, 0, 0]) } else { (self.streams, self.count) };
         let mut at = 0;
-        for (s, &p) in pos.iter().enumerate().take(self.streams) {
-            let r = at..at + self.count[s];
+        for (&p, &n) in pos.iter().zip(&count).take(runs) {
+            let r = at..at + n;
             let inputs = RowInputs {
                 mode,
                 turns_hi: &self.turns_hi[r.clone()],
@@ -315,7 +320,11 @@ fn positions_of<const N: usize>(ids: &[&[u32]; N], n: usize) -> [u32; 3] {
 
 /// What rotating any token of a validated multi-stream call reads, besides its tensors.
 #[derive(Clone, Copy)]
-struct CallParams {
+struct CallParams<'f> {
+    /// The frequencies in pair order, when they are the base set itself (MRoPE: pair `j`
+    /// uses `inv_freq[j]`): a token whose streams share one position takes its row from them
+    /// in one run, with the bits of the per-stream runs (lanes are independent).
+    pair_order: Option<FreqRef<'f>>,
     kernels: &'static Kernels,
     mode: AngleMode,
     layout: Layout,
@@ -341,6 +350,7 @@ pub(crate) fn run<T: Element, const N: usize>(
     tokens: usize,
     tensors: &Tensors<T>,
     opts: &AxisApply<'_, N>,
+    pair_order: Option<FreqRef<'_>>,
 ) -> Result<(), RopeError> {
     match opts.rows {
         AxisRows::Ids(ids) => {
@@ -364,6 +374,7 @@ pub(crate) fn run<T: Element, const N: usize>(
         return Ok(());
     }
     let p = CallParams {
+        pair_order,
         kernels: rope.kernels(),
         mode: rope.params.angle_mode,
         layout: rope.params.layout,
@@ -386,7 +397,7 @@ pub(crate) fn run<T: Element, const N: usize>(
 /// the dispatcher.
 #[inline(always)]
 unsafe fn rotate_all<T: Element, const N: usize>(
-    p: &CallParams,
+    p: &CallParams<'_>,
     axes: &AxisFreqs,
     tensors: &Tensors<T>,
     tokens: usize,
@@ -445,7 +456,7 @@ unsafe fn rotate_all<T: Element, const N: usize>(
 /// Generates the row of every token into buffers of `M >= pairs` entries and rotates it.
 #[inline(always)]
 fn on_the_fly<const N: usize, const M: usize>(
-    p: &CallParams,
+    p: &CallParams<'_>,
     axes: &AxisFreqs,
     ids: &[&[u32]; N],
     tokens: usize,
@@ -458,7 +469,12 @@ fn on_the_fly<const N: usize, const M: usize>(
     for t in 0..tokens {
         let pos = positions_of(ids, t);
         let (c, s) = (&mut cos.0[..n], &mut sin.0[..n]);
-        axes.fill_row(gen, p.mode, &pos, (&mut bc.0[..n], &mut bs.0[..n]), c, s);
+        match p.pair_order {
+            Some(f) if pos[..N].iter().all(|&x| x == pos[0]) => {
+                gen.fill(&RowInputs::new(&f, p.mode), pos[0], c, s)
+            }
+            _ => axes.fill_row(gen, p.mode, &pos, (&mut bc.0[..n], &mut bs.0[..n]), c, s),
+        }
         rotate_token(t, c, s);
     }
 }
@@ -466,7 +482,7 @@ fn on_the_fly<const N: usize, const M: usize>(
 /// [`on_the_fly`] for rows of more than [`SMALL_PAIRS`] pairs, in its own frame.
 #[inline(never)]
 fn on_the_fly_large<const N: usize>(
-    p: &CallParams,
+    p: &CallParams<'_>,
     axes: &AxisFreqs,
     ids: &[&[u32]; N],
     tokens: usize,

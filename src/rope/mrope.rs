@@ -189,7 +189,7 @@ impl MRope {
             return r.apply_mrope_qk(q, k, self.mrope_section, self.style, opts);
         }
         let (tokens, tensors) = r.qk_tensors(q, k)?;
-        axes::run(&r, &self.axes, tokens, &tensors, opts)
+        axes::run(&r, &self.axes, tokens, &tensors, opts, Some(self.rope.frequencies().view()))
     }
 
     /// Rotates q and (optionally) k out of place (outputs have their inputs' shapes, their
@@ -216,7 +216,7 @@ impl MRope {
             return r.apply_mrope_qk_into(q, q_out, k, self.mrope_section, self.style, opts);
         }
         let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
-        axes::run(&r, &self.axes, tokens, &tensors, opts)
+        axes::run(&r, &self.axes, tokens, &tensors, opts, Some(self.rope.frequencies().view()))
     }
 }
 
@@ -269,6 +269,12 @@ impl RopeRef<'_> {
         Ok(AxisFreqs::new(pairs, 3, stream, |j| j, &freqs))
     }
 
+    /// The stored frequencies of a call of length `seq_len`, in pair order (see
+    /// `CallParams::pair_order`); `None` for frequencies computed per call.
+    fn pair_order(&self, seq_len: u64) -> Option<crate::freq::FreqRef<'_>> {
+        (!self.per_call(seq_len)).then(|| self.set_at(seq_len))
+    }
+
     /// As [`MRope::apply_qk`] with this RoPE's configuration and frequencies.
     ///
     /// # Errors
@@ -281,9 +287,10 @@ impl RopeRef<'_> {
         style: MRopeStyle,
         opts: &MRopeApply<'_>,
     ) -> Result<(), RopeError> {
-        let axes = self.mrope_axes(mrope_section, style, axes::call_seq_len(&opts.rows))?;
+        let seq_len = axes::call_seq_len(&opts.rows);
+        let axes = self.mrope_axes(mrope_section, style, seq_len)?;
         let (tokens, tensors) = self.qk_tensors(q, k)?;
-        axes::run(self, &axes, tokens, &tensors, opts)
+        axes::run(self, &axes, tokens, &tensors, opts, self.pair_order(seq_len))
     }
 
     /// As [`MRope::apply_qk_into`] with this RoPE's configuration and frequencies.
@@ -299,9 +306,10 @@ impl RopeRef<'_> {
         style: MRopeStyle,
         opts: &MRopeApply<'_>,
     ) -> Result<(), RopeError> {
-        let axes = self.mrope_axes(mrope_section, style, axes::call_seq_len(&opts.rows))?;
+        let seq_len = axes::call_seq_len(&opts.rows);
+        let axes = self.mrope_axes(mrope_section, style, seq_len)?;
         let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
-        axes::run(self, &axes, tokens, &tensors, opts)
+        axes::run(self, &axes, tokens, &tensors, opts, self.pair_order(seq_len))
     }
 
     /// As [`MRope::fill_table`] with this RoPE's configuration and frequencies.

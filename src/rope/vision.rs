@@ -171,7 +171,7 @@ impl VisionRope {
     ) -> Result<(), RopeError> {
         let r = self.rope.as_ref();
         let (tokens, tensors) = r.qk_tensors(q, k)?;
-        axes::run(&r, &self.axes, tokens, &tensors, opts)
+        axes::run(&r, &self.axes, tokens, &tensors, opts, None)
     }
 
     /// Rotates q and (optionally) k out of place.
@@ -187,7 +187,7 @@ impl VisionRope {
     ) -> Result<(), RopeError> {
         let r = self.rope.as_ref();
         let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
-        axes::run(&r, &self.axes, tokens, &tensors, opts)
+        axes::run(&r, &self.axes, tokens, &tensors, opts, None)
     }
 }
 
@@ -280,7 +280,7 @@ impl RopeRef<'_> {
     ) -> Result<(), RopeError> {
         let axes = self.vision_axes()?;
         let (tokens, tensors) = self.qk_tensors(q, k)?;
-        axes::run(self, &axes, tokens, &tensors, opts)
+        axes::run(self, &axes, tokens, &tensors, opts, None)
     }
 
     /// As [`VisionRope::apply_qk_into`] with this RoPE's configuration and frequencies.
@@ -296,6 +296,6 @@ impl RopeRef<'_> {
     ) -> Result<(), RopeError> {
         let axes = self.vision_axes()?;
         let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
-        axes::run(self, &axes, tokens, &tensors, opts)
+        axes::run(self, &axes, tokens, &tensors, opts, None)
     }
 }
