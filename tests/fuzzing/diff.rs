@@ -786,7 +786,7 @@ pub fn check<T: FuzzElem>(case: &DiffCase) -> Outcome {
     };
     {
         let mut g = SplitMix(case.data_seed ^ 0x0A4B_0015);
-        let wlen = |g: &mut SplitMix| if g.next() % 16 == 0 { hd + 1 } else { hd };
+        let wlen = |g: &mut SplitMix| if g.next().is_multiple_of(16) { hd + 1 } else { hd };
         let (ql, kl) = (wlen(&mut g), wlen(&mut g));
         let qw: Vec<f32> = (0..ql).map(|_| random_elem::<f32>(&mut g, case.specials)).collect();
         let kw: Vec<f32> = (0..kl).map(|_| random_elem::<f32>(&mut g, case.specials)).collect();
