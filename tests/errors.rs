@@ -633,6 +633,67 @@ fn tier_unavailable() -> Vec<RopeError> {
     errs
 }
 
+/// Fused QK-norm + RoPE (issue 15): a weight of the wrong length, in place and out of place;
+/// nothing is written.
+fn norm_weight_length() -> Vec<RopeError> {
+    use rope_kernels::QkNorm;
+    let rope = Rope::new(RopeConfig::new(8, 10_000.0)).unwrap();
+    let (w, short) = ([1.0f32; 8], [1.0f32; 9]);
+    let x0 = [0.5f32; 16];
+    let mut errs = Vec::new();
+    for (norm, operand) in
+        [(QkNorm::qwen3(&short, &w, 1e-6), Operand::Q), (QkNorm::gemma3(&w, &short, 1e-6), Operand::K)]
+    {
+        let e = RopeError::NormWeightLength { operand, expected: 8, len: 9 };
+        let (mut q, mut k, mut out) = (x0, x0, [0.0f32; 16]);
+        let got = rope.apply_qk_norm(
+            HeadsMut::new(&mut q, View::bshd(2, 1, 8)),
+            Some(HeadsMut::new(&mut k, View::bshd(2, 1, 8))),
+            &norm,
+            &Apply::start(0),
+        );
+        assert_eq!(got, Err(e));
+        assert_eq!((q, k), (x0, x0));
+        if operand == Operand::Q {
+            let got = rope.apply_qk_norm_into(
+                Heads::new(&x0, View::bshd(2, 1, 8)),
+                HeadsMut::new(&mut out, View::bshd(2, 1, 8)),
+                None,
+                &norm,
+                &Apply::start(0),
+            );
+            assert_eq!(got, Err(e));
+            assert_eq!(out, [0.0; 16]);
+        }
+        errs.push(e);
+    }
+    errs
+}
+
+/// Fused QK-norm + RoPE: eps NaN, infinite or negative; nothing is written.
+fn invalid_norm_eps() -> Vec<RopeError> {
+    use rope_kernels::QkNorm;
+    let rope = Rope::new(RopeConfig::new(8, 10_000.0)).unwrap();
+    let w = [1.0f32; 8];
+    let x0 = [0.5f32; 16];
+    let mut errs = Vec::new();
+    for norm in
+        [QkNorm::qwen3(&w, &w, f32::NAN), QkNorm::gemma3(&w, &w, -1e-6), QkNorm::llama4(f32::INFINITY)]
+    {
+        let mut q = x0;
+        let got =
+            rope.apply_qk_norm(HeadsMut::new(&mut q, View::bshd(2, 1, 8)), None, &norm, &Apply::start(0));
+        assert_eq!(got, Err(RopeError::InvalidNormEps));
+        assert_eq!(
+            rope.norm_qk(HeadsMut::new(&mut q, View::bshd(2, 1, 8)), None, &norm),
+            Err(RopeError::InvalidNormEps)
+        );
+        assert_eq!(q, x0);
+        errs.push(RopeError::InvalidNormEps);
+    }
+    errs
+}
+
 // ---------------------------------------------------------------------------------------
 // The cases as tests, and a list for the coverage test.
 
@@ -668,6 +729,8 @@ cases!(
     position_out_of_range,
     table_shape,
     tier_unavailable,
+    norm_weight_length,
+    invalid_norm_eps,
 );
 
 fn variant_name(e: &RopeError) -> String {

@@ -144,7 +144,16 @@ const _: () = assert!(SCRATCH >= 2 * MAX_PAIRS);
 
 impl Rope {
     /// Normalises each head of q and (optionally) k and rotates it, in place, in one pass
-    /// (see [`QkNorm`] for the forms and their sources).
+    /// (see [`QkNorm`] for the forms, their formulas and their transformers sources).
+    ///
+    /// Shapes as [`Rope::apply_qk`]: q is `[tokens][q_heads][head_dim]` and k
+    /// `[tokens][kv_heads][head_dim]` through their [`View`](crate::View)s (strides in
+    /// elements; GQA: any head counts, the same tokens). The norm runs over all `head_dim`
+    /// elements of a head (pass-through dimensions past `rotary_dim` are normalised too),
+    /// the rotation over `0..rotary_dim`, at the positions and with the cos/sin source of
+    /// `opts` (angles in radians, positions as token indices). Each head is read once and
+    /// written once; the result equals [`Rope::norm_qk`] followed by [`Rope::apply_qk`]
+    /// (`Rms` forms) or the reverse (`L2After`) bit for bit, on every tier.
     ///
     /// ```
     /// use rope_kernels::{Apply, HeadsMut, QkNorm, Rope, RopeConfig, View};

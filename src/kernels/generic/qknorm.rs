@@ -492,6 +492,9 @@ pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>)
     let r = &a.rotate;
     let rd = 2 * r.cos.len();
     let mut tmp = [T::default(); MAX_ROTARY_DIM];
+    // One raw pointer for the norm's writes and the rotation's reads (two borrows of `tmp`
+    // would invalidate each other).
+    let tp = tmp.as_mut_ptr();
     for h in 0..r.heads {
         let (src, dst) =
             (r.src.wrapping_add(h * r.src_head_stride), r.dst.wrapping_add(h * r.dst_head_stride));
@@ -501,7 +504,7 @@ pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>)
             split: rd,
             src0: src,
             src0_stride: 0,
-            dst0: tmp.as_mut_ptr(),
+            dst0: tp,
             dst0_stride: 0,
             src1: src.wrapping_add(rd),
             src1_stride: 0,
@@ -513,7 +516,7 @@ pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>)
             prefetch: false,
         };
         let rot = RotateArgs {
-            src: tmp.as_ptr(),
+            src: tp.cast_const(),
             dst,
             heads: 1,
             src_head_stride: 0,
