@@ -7,7 +7,8 @@
 //!
 //! Every layer type's configuration builds a `Rope` too, `rope_for_layer` answers for every
 //! layer, MRoPE sections sum to `rotary_dim / 2`, a vision head is a multiple of 4, and the
-//! warnings format.
+//! warnings format. The wired operations (`mrope_rope`, `vision_rope`, `qk_norm_for_layer`)
+//! build and run on what loaded (or the q/k norm is an error that formats).
 //!
 //! Input: the first byte picks the mode. Even: the rest is the text (lossy UTF-8). Odd: a
 //! structured mutation of one of the real configs in `tests/data/configs` ([`CONFIGS`], then
@@ -18,7 +19,7 @@
 //! [`value`].
 
 use rope_kernels::hf_config::ModelConfig;
-use rope_kernels::{Apply, HeadsMut, Rope, Scaling, View};
+use rope_kernels::{Apply, HeadsMut, MRopeApply, Rope, Scaling, View, VisionApply};
 use serde_json::{json, Map, Value};
 
 use super::input::Input;
@@ -333,5 +334,62 @@ pub fn check(bytes: &[u8]) -> bool {
     for (a, b) in q.chunks(hd).zip(q0.chunks(hd)).chain(k.chunks(hd).zip(k0.chunks(hd))) {
         assert_eq!(a[rd..], b[rd..], "pass-through changed\n{}", ctx());
     }
+    wired_operations(&m, &positions, &ctx);
     true
+}
+
+/// The operations the loader wires (`mrope_rope`, `vision_rope`, `qk_norm_for_layer`): a
+/// loaded MRoPE / vision spec always builds and runs; the q/k norm is a spec or an error that
+/// formats, and a spec runs fused with the layer's RoPE.
+fn wired_operations(m: &ModelConfig, positions: &[u32], ctx: &dyn Fn() -> String) {
+    let tokens = positions.len();
+    let streams = [positions, positions, positions];
+    match m.mrope_rope() {
+        Ok(Some(mr)) => {
+            let mut y = vec![0.25f32; tokens * m.head_dim];
+            let r =
+                mr.apply(HeadsMut::new(&mut y, View::bshd(tokens, 1, m.head_dim)), &MRopeApply::ids(streams));
+            assert_eq!(r, Ok(()), "MRoPE\n{}", ctx());
+        }
+        Ok(None) => assert!(m.mrope.is_none(), "{}", ctx()),
+        Err(e) => panic!("a loaded MRoPE spec is refused: {e}\n{}", ctx()),
+    }
+    match (m.vision_rope(), &m.vision) {
+        (Ok(Some(vit)), Some(spec)) => {
+            let (rows, cols) = ([0u32, 3, 1], [0u32, 2, 5]);
+            let (mut a, mut b) = ([0u32; 3], [0u32; 3]);
+            spec.fill_position_ids(&rows, &cols, &mut a, &mut b).unwrap();
+            let mut y = vec![0.25f32; 3 * spec.head_dim];
+            let r = vit
+                .apply(HeadsMut::new(&mut y, View::bshd(3, 1, spec.head_dim)), &VisionApply::ids([&a, &b]));
+            assert_eq!(r, Ok(()), "vision RoPE\n{}", ctx());
+        }
+        (Ok(None), None) => {}
+        (r, _) => panic!("vision spec and operation disagree: {:?}\n{}", r.map(|v| v.is_some()), ctx()),
+    }
+    for layer in [0usize, 3] {
+        match m.qk_norm_for_layer(layer) {
+            Ok(Some(spec)) => {
+                assert!(spec.eps.is_finite() && spec.eps >= 0.0, "{}", ctx());
+                let Some(config) = m.rope_for_layer(layer) else {
+                    assert!(!spec.after_rope(), "a norm after RoPE on a NoPE layer\n{}", ctx());
+                    continue;
+                };
+                let rope = Rope::new(config.clone()).unwrap();
+                let w = vec![1.0f32; m.head_dim];
+                let weights = (!spec.after_rope()).then_some((&w[..], &w[..]));
+                let norm = spec.with_weights(weights).unwrap();
+                let mut y = vec![0.25f32; tokens * m.head_dim];
+                let r = rope.apply_qk_norm(
+                    HeadsMut::new(&mut y, View::bshd(tokens, 1, m.head_dim)),
+                    None,
+                    &norm,
+                    &Apply::ids(positions),
+                );
+                assert_eq!(r, Ok(()), "fused qk norm\n{}", ctx());
+            }
+            Ok(None) => {}
+            Err(e) => assert!(!e.to_string().is_empty()),
+        }
+    }
 }
