@@ -1277,6 +1277,12 @@ fn vision_of(
             grid_size: None,
         }
     };
+    // What the operation (`VisionRope`) refuses is refused here, naming the field: e.g. a
+    // theta so small that a frequency is not finite.
+    if let Err(error) = crate::VisionRope::new(spec.rope_config()) {
+        let field = if error == RopeError::InvalidTheta { theta_src } else { vis.name(width_key) };
+        return Err(ConfigError::Invalid { field, error });
+    }
     Ok(Some(spec))
 }
 

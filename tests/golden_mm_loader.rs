@@ -376,6 +376,17 @@ fn wiring_errors_name_the_field() {
     assert!(
         matches!(huge_eps.qk_norm(), Err(rope_kernels::hf_config::ConfigError::Invalid { field, .. }) if field == "rms_norm_eps")
     );
+    // A vision theta the operation refuses is refused by the load (found by the config_json
+    // fuzz target: 1e-300 passed the loader's `> 0` check, then VisionRope::new failed).
+    let tiny = r#"{"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28,
+        "vision_config": {"embed_dim": 1280, "num_heads": 16, "rope_theta": 1e-300}}"#;
+    assert!(
+        matches!(ModelConfig::from_json_str(tiny),
+        Err(rope_kernels::hf_config::ConfigError::Invalid { field, error: rope_kernels::RopeError::InvalidTheta })
+            if field == "vision_config.rope_theta"),
+        "{:?}",
+        ModelConfig::from_json_str(tiny)
+    );
     // Vision: overflowing positions and mismatched lengths are call errors, nothing written.
     let llama4 = config("llama-4-scout-17b-16e-instruct-published");
     let spec = llama4.vision.unwrap();
