@@ -50,6 +50,12 @@
 //! non-zero `alpha` (HunYuan) is static NTK ([`Scaling::NtkAlpha`]); Llama 3 accepts
 //! `low_freq_factor == high_freq_factor` (Llama 4: no blend band).
 //!
+//! **Operations.** [`ModelConfig::mrope_rope`] builds the [`MRope`](crate::MRope) of an MRoPE
+//! config, [`ModelConfig::vision_rope`] the [`VisionRope`](crate::VisionRope) of its vision
+//! encoder (streams from [`VisionRopeSpec::fill_position_ids`]), and
+//! [`ModelConfig::qk_norm_for_layer`] the per-head q/k norm of a layer ([`QkNormSpec`], into
+//! which the runtime passes its weights for [`Rope::apply_qk_norm`](crate::Rope::apply_qk_norm)).
+//!
 //! **Warnings.** Keys of a rope dict that its rope type does not read (and the few other
 //! fields read but not applied) do not fail the load: they are listed in
 //! [`ModelConfig::warnings`], one line each naming the field.
