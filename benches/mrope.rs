@@ -14,6 +14,9 @@
 //! built once with `build_table`, as one serves every layer). Throughput in elements (q plus k).
 //!
 //! Run: `cargo bench --bench mrope -- --warm-up-time 1 --measurement-time 2`.
+//! On a shared machine the variants drift apart between groups; `tests/mrope_speed.rs`
+//! runs the same shapes in alternation (`cargo test --release --test mrope_speed --
+//! --ignored --nocapture`).
 
 use std::hint::black_box;
 use std::time::Duration;

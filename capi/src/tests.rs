@@ -799,3 +799,78 @@ fn rope_init_refuses_config_arrays_inside_its_storage() {
     // SAFETY: the handle is still the one built above.
     assert_eq!(unsafe { rope_pairs(h, &mut pairs) }, ROPE_OK);
 }
+
+/// Issue 15: `rope_mrope_apply_*`, `rope_vision_apply_f32` and `rope_mrope_fill_table` give
+/// the Rust API's bits (on the fly and through a table); a failing call writes nothing.
+#[test]
+fn mrope_and_vision_match_the_rust_api() {
+    use rope_kernels::{MRope, MRopeApply, MRopeStyle, VisionApply, VisionRope};
+    let (tokens, heads, hd) = (3usize, 2usize, 16usize);
+    let ids = [[0u32, 5, 5], [0u32, 6, 7], [0u32, 9, 1 << 20]];
+    let mut rng = Rng(15);
+    let x: Vec<f32> = (0..tokens * heads * hd).map(|_| rng.unit()).collect();
+    let view = View::bshd(tokens, heads, hd);
+    let mut cfg = core::mem::MaybeUninit::<rope_config>::uninit();
+    // SAFETY: writable for `sizeof(rope_config)`.
+    assert_eq!(unsafe { rope_config_init(cfg.as_mut_ptr(), size_of::<rope_config>(), hd, 1e4) }, ROPE_OK);
+    // SAFETY: initialised by `rope_config_init`.
+    let cfg = unsafe { cfg.assume_init() };
+    let (_storage, h) = init(&cfg);
+    let mopts = |interleaved: u8, section: [u32; 3]| rope_mrope_opts {
+        struct_size: size_of::<rope_mrope_opts>(),
+        direction: ROPE_FORWARD,
+        interleaved,
+        mrope_section: section,
+        position_ids: [ids[0].as_ptr(), ids[1].as_ptr(), ids[2].as_ptr()],
+        positions_len: tokens,
+        cos_sin: ROPE_COS_SIN_ON_THE_FLY,
+        cos: null(),
+        sin: null(),
+        table_len: 0,
+    };
+    for (interleaved, section, style) in
+        [(0u8, [2u32, 3, 3], MRopeStyle::Sectioned), (1, [4, 2, 2], MRopeStyle::Interleaved)]
+    {
+        let m = MRope::new(RopeConfig::new(hd, 1e4), section.map(|s| s as usize), style).unwrap();
+        let mut want = x.clone();
+        m.apply(HeadsMut::new(&mut want, view), &MRopeApply::ids([&ids[0], &ids[1], &ids[2]])).unwrap();
+        let mut got = x.clone();
+        let o = mopts(interleaved, section);
+        // SAFETY: a live handle, buffers valid for their counts.
+        assert_eq!(unsafe { rope_mrope_apply_f32(h, &tensor(&mut got, view), null(), &o) }, ROPE_OK);
+        assert_eq!(got, want);
+        let (mut cos, mut sin) = (vec![0.0f32; tokens * hd / 2], vec![0.0f32; tokens * hd / 2]);
+        // SAFETY: as above.
+        let s = unsafe { rope_mrope_fill_table(h, &o, cos.as_mut_ptr(), sin.as_mut_ptr(), cos.len()) };
+        assert_eq!(s, ROPE_OK);
+        let ot = rope_mrope_opts {
+            cos_sin: ROPE_COS_SIN_TABLE,
+            cos: cos.as_ptr(),
+            sin: sin.as_ptr(),
+            table_len: cos.len(),
+            ..o
+        };
+        let mut got = x.clone();
+        // SAFETY: as above.
+        assert_eq!(unsafe { rope_mrope_apply_f32(h, &tensor(&mut got, view), null(), &ot) }, ROPE_OK);
+        assert_eq!(got, want);
+        // A wrong section: the status, nothing written.
+        let bad = mopts(interleaved, [section[0] + 1, section[1], section[2]]);
+        let mut got = x.clone();
+        // SAFETY: as above.
+        let s = unsafe { rope_mrope_apply_f32(h, &tensor(&mut got, view), null(), &bad) };
+        assert_eq!(s, ROPE_INVALID_MROPE_SECTION);
+        assert_eq!(got, x);
+    }
+    let v = VisionRope::new(RopeConfig::new(hd, 1e4)).unwrap();
+    let mut want = x.clone();
+    v.apply(HeadsMut::new(&mut want, view), &VisionApply::ids([&ids[0], &ids[1]])).unwrap();
+    let mut got = x.clone();
+    let o = mopts(0, [0, 0, 0]);
+    // SAFETY: as above.
+    assert_eq!(unsafe { rope_vision_apply_f32(h, &tensor(&mut got, view), null(), &o) }, ROPE_OK);
+    assert_eq!(got, want);
+    // SAFETY: NULL options are refused before anything is read.
+    let s = unsafe { rope_vision_apply_f32(h, &tensor(&mut got, view), null(), null()) };
+    assert_eq!(s, ROPE_NULL_POINTER);
+}
