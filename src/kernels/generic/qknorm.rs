@@ -149,8 +149,8 @@ pub(crate) unsafe fn norm_heads_scalar<T: Element>(a: &NormArgs<'_, T>) {
     for h in 0..a.heads {
         let (s0, d0) = (a.src0.wrapping_add(h * a.src0_stride), a.dst0.wrapping_add(h * a.dst0_stride));
         let (s1, d1) = (a.src1.wrapping_add(h * a.src1_stride), a.dst1.wrapping_add(h * a.dst1_stride));
-        // SAFETY: i < split reads segment 0, split <= i < head_dim segment 1 (contract).
         let x = |i: usize| {
+            // SAFETY: i < split reads segment 0, split <= i < head_dim segment 1 (contract).
             unsafe {
                 if i < split {
                     *s0.add(i)
