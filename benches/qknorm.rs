@@ -9,7 +9,8 @@
 //! - `fused`: [`Rope::apply_qk_norm`], one pass.
 //!
 //! Both produce the same bits (tests/qknorm.rs). Throughput is in elements (q plus k).
-//! Run: `cargo bench --bench qknorm -- --warm-up-time 1 --measurement-time 2`.
+//! Run: `cargo bench --bench qknorm -- --warm-up-time 1 --measurement-time 2`; again with
+//! `QKNORM_FUSED_FIRST=1` (the fused call first in each group) to alternate.
 
 use std::hint::black_box;
 
@@ -47,30 +48,21 @@ fn bench_dtype<T: Element>(c: &mut Criterion, name: &str) {
         g.throughput(Throughput::Elements(((Q_HEADS + K_HEADS) * TOKENS * HEAD_DIM) as u64));
         let (mut q, mut k) =
             (data::<T>(TOKENS * Q_HEADS * HEAD_DIM, 1), data::<T>(TOKENS * K_HEADS * HEAD_DIM, 2));
-        g.bench_function("two_pass", |b| {
-            b.iter(|| {
-                let after = matches!(norm, QkNorm::L2After { .. });
-                if !after {
-                    rope.norm_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &norm).unwrap();
-                }
-                rope.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &opts).unwrap();
-                if after {
-                    rope.norm_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &norm).unwrap();
-                }
-                black_box(&q);
-            })
-        });
-        if std::env::var("QKNORM_PARTS").is_ok() {
-            g.bench_function("norm_only", |b| {
-                b.iter(|| {
-                    rope.norm_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &norm).unwrap()
-                })
-            });
-            g.bench_function("rope_only", |b| {
-                b.iter(|| {
-                    rope.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &opts).unwrap()
-                })
-            });
+        let after = matches!(norm, QkNorm::L2After { .. });
+        let two_pass = |q: &mut [T], k: &mut [T]| {
+            if !after {
+                rope.norm_qk(HeadsMut::new(&mut *q, qv), Some(HeadsMut::new(&mut *k, kv)), &norm).unwrap();
+            }
+            rope.apply_qk(HeadsMut::new(&mut *q, qv), Some(HeadsMut::new(&mut *k, kv)), &opts).unwrap();
+            if after {
+                rope.norm_qk(HeadsMut::new(&mut *q, qv), Some(HeadsMut::new(&mut *k, kv)), &norm).unwrap();
+            }
+            black_box(&*q);
+        };
+        // `QKNORM_FUSED_FIRST=1` swaps the order of the two (alternate runs to see drift).
+        let fused_first = std::env::var("QKNORM_FUSED_FIRST").is_ok();
+        if !fused_first {
+            g.bench_function("two_pass", |b| b.iter(|| two_pass(&mut q, &mut k)));
         }
         g.bench_function("fused", |b| {
             b.iter(|| {
@@ -79,6 +71,9 @@ fn bench_dtype<T: Element>(c: &mut Criterion, name: &str) {
                 black_box(&q);
             })
         });
+        if fused_first {
+            g.bench_function("two_pass", |b| b.iter(|| two_pass(&mut q, &mut k)));
+        }
         g.finish();
     }
 }

@@ -1247,17 +1247,19 @@ fn mrope_vision_match_oracle_bf16() {
 
 // ---- Fused QK-norm + RoPE (issue 15) ----------------------------------------------------
 
-/// One fused QK-norm + RoPE case per rotary_dim (every even value up to 2 * `max_pairs`,
+/// One fused QK-norm + RoPE case per rotary_dim (every even value up to 144, then 256 and 512,
 /// head_dim = rotary_dim plus 0..20 pass-through dims), both layouts, the three forms, in
 /// place and out of place over random (gapped) views with canaries, on the fly or from a
 /// cache, GQA k or none: the tier's output must equal the scalar oracle's by bits, and
 /// `norm_qk` likewise.
 fn qknorm_suite<T: Bits>(seed: u64) {
-    let max_pairs = if cfg!(miri) { 9 } else { 72 };
+    // Under Miri: bodies and tails of 4, 8 and 16 lanes only (about 2 minutes per tier).
+    let all_pairs: Vec<usize> =
+        if cfg!(miri) { vec![1, 3, 4, 9, 17] } else { (1..=72).chain([128, 256]).collect() };
     for tier in tiers() {
         let mut rng = StdRng::seed_from_u64(seed ^ tier as u64);
         let mut n = 0;
-        for pairs in (1..=max_pairs).chain(if cfg!(miri) { vec![] } else { vec![128, 256] }) {
+        for pairs in all_pairs.iter().copied() {
             let rotary_dim = 2 * pairs;
             let head_dim = rotary_dim + if rng.random_bool(0.4) { 0 } else { rng.random_range(1..20) };
             for layout in [Layout::HalfSplit, Layout::Interleaved] {

@@ -874,3 +874,113 @@ fn mrope_and_vision_match_the_rust_api() {
     let s = unsafe { rope_vision_apply_f32(h, &tensor(&mut got, view), null(), null()) };
     assert_eq!(s, ROPE_NULL_POINTER);
 }
+
+/// Issue 15: `rope_apply_qk_norm[_into]_*` give the Rust API's bits for the three forms
+/// (f32 and bf16, GQA k), and their errors write nothing. Small enough for Miri.
+#[test]
+fn qk_norm_matches_the_rust_api() {
+    use rope_kernels::QkNorm;
+    let (hd, rd, tokens, qh, kh) = (24usize, 16usize, 2usize, 3usize, 1usize);
+    let mut cfg = core::mem::MaybeUninit::<rope_config>::uninit();
+    // SAFETY: `cfg` is writable for `size_of::<rope_config>()` bytes.
+    let s = unsafe { rope_config_init(cfg.as_mut_ptr(), size_of::<rope_config>(), hd, 10_000.0) };
+    assert_eq!(s, ROPE_OK);
+    // SAFETY: `rope_config_init` returned ROPE_OK, so it wrote every field.
+    let mut cfg = unsafe { cfg.assume_init() };
+    cfg.rotary_dim = rd;
+    let (_storage, h) = init(&cfg);
+    let rope = Rope::new(RopeConfig::new(hd, 10_000.0).with_rotary_dim(rd)).unwrap();
+    let mut rng = Rng(0x0A4B_0015);
+    let q0: Vec<f32> = (0..tokens * qh * hd).map(|_| rng.unit()).collect();
+    let k0: Vec<f32> = (0..tokens * kh * hd).map(|_| rng.unit()).collect();
+    let qw: Vec<f32> = (0..hd).map(|_| 1.0 + rng.unit() / 4.0).collect();
+    let kw: Vec<f32> = (0..hd).map(|_| rng.unit() / 4.0).collect();
+    let (qv, kv) = (View::bshd(tokens, qh, hd), View::bshd(tokens, kh, hd));
+    for kind in [ROPE_QK_NORM_RMS, ROPE_QK_NORM_RMS_ONE_PLUS, ROPE_QK_NORM_L2_AFTER] {
+        let c_norm = rope_qk_norm {
+            struct_size: size_of::<rope_qk_norm>(),
+            kind,
+            eps: 1e-6,
+            q_weight: qw.as_ptr(),
+            q_weight_len: hd,
+            k_weight: kw.as_ptr(),
+            k_weight_len: hd,
+        };
+        let norm = match kind {
+            ROPE_QK_NORM_RMS => QkNorm::qwen3(&qw, &kw, 1e-6),
+            ROPE_QK_NORM_RMS_ONE_PLUS => QkNorm::gemma3(&qw, &kw, 1e-6),
+            _ => QkNorm::llama4(1e-6),
+        };
+        let o = opts();
+        // f32 in place.
+        let (mut q, mut k) = (q0.clone(), k0.clone());
+        let (tq, tk) = (tensor(&mut q, qv), tensor(&mut k, kv));
+        // SAFETY: a live handle; tensors over live, disjoint buffers; weights readable.
+        let s = unsafe { rope_apply_qk_norm_f32(h, &tq, &tk, &c_norm, &o) };
+        assert_eq!(s, ROPE_OK, "{}", cstr(rope_status_name(s)));
+        let (mut rq, mut rk) = (q0.clone(), k0.clone());
+        rope.apply_qk_norm(
+            HeadsMut::new(&mut rq, qv),
+            Some(HeadsMut::new(&mut rk, kv)),
+            &norm,
+            &Apply::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            q.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            rq.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            k.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            rk.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        // bf16 out of place.
+        let (mut qb, mut kb): (Vec<bf16>, Vec<bf16>) = (
+            q0.iter().map(|&x| bf16::from_f32(x)).collect(),
+            k0.iter().map(|&x| bf16::from_f32(x)).collect(),
+        );
+        let (mut qo, mut ko) = (vec![bf16::ZERO; qb.len()], vec![bf16::ZERO; kb.len()]);
+        let (tq, tk, tqo, tko) =
+            (tensor(&mut qb, qv), tensor(&mut kb, kv), tensor(&mut qo, qv), tensor(&mut ko, kv));
+        // SAFETY: as above.
+        let s = unsafe { rope_apply_qk_norm_into_bf16(h, &tq, &tqo, &tk, &tko, &c_norm, &o) };
+        assert_eq!(s, ROPE_OK, "{}", cstr(rope_status_name(s)));
+        let (mut rqo, mut rko) = (vec![bf16::ZERO; qb.len()], vec![bf16::ZERO; kb.len()]);
+        rope.apply_qk_norm_into(
+            Heads::new(&qb, qv),
+            HeadsMut::new(&mut rqo, qv),
+            Some((Heads::new(&kb, kv), HeadsMut::new(&mut rko, kv))),
+            &norm,
+            &Apply::default(),
+        )
+        .unwrap();
+        assert!(qo == rqo && ko == rko, "bf16 into differs from the Rust API");
+    }
+    // Errors write nothing: a short weight, a bad eps, an unknown kind, a weight inside q.
+    let mut q = q0.clone();
+    let tq = tensor(&mut q, qv);
+    let base = rope_qk_norm {
+        struct_size: size_of::<rope_qk_norm>(),
+        kind: ROPE_QK_NORM_RMS,
+        eps: 1e-6,
+        q_weight: qw.as_ptr(),
+        q_weight_len: hd,
+        k_weight: kw.as_ptr(),
+        k_weight_len: hd,
+    };
+    let aliased = q.as_ptr();
+    for (n, want) in [
+        (rope_qk_norm { q_weight_len: hd - 1, ..base }, ROPE_NORM_WEIGHT_LENGTH),
+        (rope_qk_norm { eps: f32::NAN, ..base }, ROPE_INVALID_NORM_EPS),
+        (rope_qk_norm { kind: 9, ..base }, ROPE_UNKNOWN_ENUM),
+        (rope_qk_norm { q_weight: aliased, ..base }, ROPE_OVERLAPPING_BUFFERS),
+        (rope_qk_norm { struct_size: 1, ..base }, ROPE_UNSUPPORTED_STRUCT_SIZE),
+    ] {
+        // SAFETY: as above (the aliased weight is readable: it is q itself).
+        let s = unsafe { rope_apply_qk_norm_f32(h, &tq, null(), &n, null()) };
+        assert_eq!(s, want, "{}", cstr(rope_status_name(s)));
+        assert_eq!(q, q0);
+    }
+    // SAFETY: as above; a NULL norm is refused.
+    assert_eq!(unsafe { rope_apply_qk_norm_f32(h, &tq, null(), null(), null()) }, ROPE_NULL_POINTER);
+}

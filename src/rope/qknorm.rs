@@ -1,11 +1,16 @@
 //! Fused per-head QK norm + RoPE (issue 15): [`QkNorm`], [`RopeRef::apply_qk_norm`] and its
 //! siblings.
 //!
-//! One pass per token and tensor: each head is read once from the caller's tensor,
-//! normalised and rotated through a small scratch buffer on the stack (a few heads' rotated
-//! part, in L1), and written once. The norm kernel is `kernels/generic/qknorm.rs` (its module
-//! docs give the exact operation order); the rotation is the tier's own rotate kernel, so
-//! the rotated values are bit for bit those of [`RopeRef::apply_qk`] on the normed input.
+//! One pass per token and tensor, each head read from the caller's tensor and written once:
+//! - `Rms` forms (norm, then RoPE): one kernel call per token and tensor
+//!   (`norm_rope_heads` of the tier, `kernels/generic/qknorm.rs`) computes the `inv_rms` of
+//!   a chunk of heads, then normalises and rotates each head in registers;
+//! - `L2After` (RoPE, then norm): the tier's rotate kernel writes a group of heads' rotated
+//!   part into a small scratch buffer on the stack (in L1), and the norm kernel reads it
+//!   from there and writes the output.
+//!
+//! The kernels' module docs give the exact operation order; the result equals the norm
+//! kernel followed by the rotate kernel (or the reverse) bit for bit, on every tier.
 
 use core::mem::MaybeUninit;
 use core::ops::Range;
