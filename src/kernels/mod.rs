@@ -29,6 +29,7 @@ pub(crate) mod generic;
 #[cfg(rope_broken_tier_demo)]
 pub(crate) mod mutant;
 pub(crate) mod portable;
+pub(crate) mod roofline;
 pub(crate) mod scalar;
 pub(crate) mod sincos;
 #[cfg(target_arch = "x86_64")]
