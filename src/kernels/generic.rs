@@ -31,8 +31,12 @@
 //!
 //! # Tails and prefetch
 //! Work that does not fill a vector (`rotary_dim / 2` not a multiple of the lane count) is
-//! copied into zero-padded stack buffers, run through the same vector step, and the live
-//! lanes copied back, so tails take the same instructions as the body. Each head loop
+//! done by one more vector that ends at the end of the head and overlaps the last whole one
+//! (issue 18: no tail cliff). It is loaded and rotated before the head's first store, so in
+//! place it reads only unmodified elements, and stored last: the shared lanes get the same
+//! values twice (same inputs, same operations). Only a head shorter than one vector
+//! ([`pads`]; the AVX-512 tier runs those on the AVX2 width) is copied into zero-padded
+//! stack buffers, run through the same vector step, and the live lanes copied back. Each head loop
 //! prefetches the head about [`PREFETCH_BYTES`] ahead ([`Simd::prefetch`]; a no-op where a
 //! tier has none), which keeps long, memory-bound calls streaming.
 
@@ -199,6 +203,10 @@ pub(crate) trait SimdElement: Element {
         unsafe { Self::store_canonical(s, p, v) }
     }
 
+    /// Whether the type's `Interleaved` kernel works on whole pairs per lane (bf16: a pair
+    /// is one 32-bit word), so that a vector holds `LANES` pairs rather than `LANES / 2`.
+    const PAIR_LANES: bool = false;
+
     /// Rotates `a` (an `Interleaved` call) if this type has a faster path than the
     /// generic expanded-row one, and says whether it did.
     ///
@@ -274,6 +282,7 @@ impl SimdElement for f16 {
 }
 
 impl SimdElement for bf16 {
+    const PAIR_LANES: bool = true;
     #[inline(always)]
     unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
         // SAFETY: forwarded from the caller.
@@ -418,6 +427,20 @@ unsafe fn interleaved_step<S: Simd, T: SimdElement>(
     }
 }
 
+/// Whether a call on `lanes`-lane vectors has heads shorter than one vector with a partial
+/// vector left over, which only the zero-padded stack buffers can handle (slow: a copy in
+/// and out per head). Every other tail overlaps the head's last whole vector. The AVX-512
+/// tier runs such calls on the AVX2 width instead (same operations, same bits).
+#[inline(always)]
+pub(crate) fn pads<T: SimdElement>(lanes: usize, a: &RotateArgs<'_, T>) -> bool {
+    let pairs = a.cos.len();
+    let units = match a.layout {
+        Layout::Interleaved if !T::PAIR_LANES => 2 * pairs,
+        _ => pairs,
+    };
+    units % lanes != 0 && units < lanes
+}
+
 /// The vector kernel behind every tier's `rotate_*` entry point.
 ///
 /// # Safety
@@ -483,15 +506,52 @@ unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: 
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         unsafe {
             let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
-            half_split_head::<S, T, INVERSE>(s, src, dst, a.cos, a.sin, 0);
+            let last = half_split_last::<S, T, INVERSE>(s, src, a.cos, a.sin, 0);
+            half_split_head::<S, T, INVERSE>(s, src, dst, a.cos, a.sin, 0, last);
         }
     }
 }
 
-/// `HalfSplit` on pairs `start..` of one head (`src`/`dst` point at element 0).
+/// The last vector of pairs of a head (`pairs - LANES ..`), rotated but not stored, when
+/// the pairs from `start` do not fill whole vectors but the head holds at least one: the
+/// tail of [`half_split_head`], which stores it over the end of the head. Called before any
+/// store to the head, so in place it reads only unmodified elements; the lanes it shares
+/// with the last whole vector get the same values twice (same inputs, same operations).
 ///
 /// # Safety
-/// `src` and `dst` are one head of a [`RotateArgs`] (its contract) with `cos.len()` pairs.
+/// `src` is one head of a [`RotateArgs`] (its contract) with `cos.len()` pairs.
+#[inline(always)]
+unsafe fn half_split_last<S: Simd, T: SimdElement, const INVERSE: bool>(
+    s: S,
+    src: *const T,
+    cos: &[f32],
+    sin: &[f32],
+    start: usize,
+) -> Option<[S::V; 2]> {
+    let (lanes, pairs) = (S::LANES, cos.len());
+    if (pairs - start) % lanes == 0 || pairs < lanes {
+        return None;
+    }
+    let i = pairs - lanes;
+    // SAFETY: i + lanes == pairs: both halves' chunks lie in the head, the rows' in the rows.
+    unsafe {
+        let c = s.load(cos.as_ptr().add(i));
+        let sn = sin.as_ptr().add(i);
+        let sn = if INVERSE { s.xor(s.load(sn), s.splat(-0.0)) } else { s.load(sn) };
+        let x0 = T::load(s, src.add(i));
+        let x1 = T::load(s, src.add(pairs + i));
+        Some([s.sub(s.mul(x0, c), s.mul(x1, sn)), s.add(s.mul(x1, c), s.mul(x0, sn))])
+    }
+}
+
+/// `HalfSplit` on pairs `start..` of one head (`src`/`dst` point at element 0). A last
+/// partial vector is `last` ([`half_split_last`], computed before the head's first store)
+/// stored over the end of the head, or without one (a head shorter than a vector) goes
+/// through zero-padded stack buffers.
+///
+/// # Safety
+/// `src` and `dst` are one head of a [`RotateArgs`] (its contract) with `cos.len()` pairs;
+/// `last` is [`half_split_last`] of the same head and `start`.
 #[inline(always)]
 unsafe fn half_split_head<S: Simd, T: SimdElement, const INVERSE: bool>(
     s: S,
@@ -500,6 +560,7 @@ unsafe fn half_split_head<S: Simd, T: SimdElement, const INVERSE: bool>(
     cos: &[f32],
     sin: &[f32],
     start: usize,
+    last: Option<[S::V; 2]>,
 ) {
     let lanes = S::LANES;
     let pairs = cos.len();
@@ -521,7 +582,11 @@ unsafe fn half_split_head<S: Simd, T: SimdElement, const INVERSE: bool>(
         }
         i += lanes;
     }
-    if tail != 0 {
+    if let Some(y) = last {
+        // SAFETY: pairs >= lanes (`half_split_last` returned a vector): both chunks end at
+        // the end of their half.
+        unsafe { T::store2(s, [dst.add(pairs - lanes), dst.add(2 * pairs - lanes)], y) };
+    } else if tail != 0 {
         // SAFETY: the last `tail` pairs of each half and of the rows are in bounds; the pads
         // hold a full vector each.
         unsafe {
@@ -593,6 +658,8 @@ unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_
         // and row entries i / 2 .. i / 2 + lanes < blocks / 2, all initialised.
         unsafe {
             let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
+            // Before the blocks' stores: the last vector may overlap the last block.
+            let last = half_split_last::<S, bf16, INVERSE>(s, src, a.cos, a.sin, blocks);
             let mut i = 0;
             while i < blocks {
                 let r = i / 2;
@@ -609,7 +676,7 @@ unsafe fn half_split_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_
                 store_words(s, dst.add(pairs + i), y1e, y1o);
                 i += 2 * lanes;
             }
-            half_split_head::<S, bf16, INVERSE>(s, src, dst, a.cos, a.sin, blocks);
+            half_split_head::<S, bf16, INVERSE>(s, src, dst, a.cos, a.sin, blocks, last);
         }
     }
 }
@@ -722,6 +789,15 @@ unsafe fn interleaved_block<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
         );
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        // A partial last vector: the vector ending at rotary_dim (pair-aligned: both even),
+        // rotated before the head's first store and stored last (see `half_split_last`).
+        let last = if tail != 0 && rotary_dim >= lanes {
+            let o = rotary_dim - lanes;
+            // SAFETY: o + lanes == rotary_dim: inside the head and the initialised rows.
+            Some(unsafe { interleaved_vec(s, src.add(o), ccp.add(o), ssp.add(o)) })
+        } else {
+            None
+        };
         let mut j = 0;
         while j < body2 {
             // SAFETY: j + 2 * lanes <= rotary_dim: inside the head and the initialised part
@@ -736,7 +812,10 @@ unsafe fn interleaved_block<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
                 T::store(s, dst.add(body2), y);
             }
         }
-        if tail != 0 {
+        if let Some(y) = last {
+            // SAFETY: rotary_dim - lanes .. rotary_dim is in the head.
+            unsafe { T::store(s, dst.add(rotary_dim - lanes), y) };
+        } else if tail != 0 {
             // SAFETY: body..rotary_dim is in the head and initialised in cc/ss; the pads
             // hold a full vector each.
             unsafe {
@@ -774,13 +853,25 @@ unsafe fn interleaved_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'
         );
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        // A partial last vector: the one ending at the last pair, rotated before the head's
+        // first store and stored last (see `half_split_last`).
+        let last = if tail != 0 && pairs >= lanes {
+            let i = pairs - lanes;
+            // SAFETY: i + lanes == pairs: elements 2i .. rotary_dim and the rows' entries.
+            Some(unsafe { words_rot::<S, INVERSE>(s, src.add(2 * i), cos.add(i), sin.add(i)) })
+        } else {
+            None
+        };
         let mut i = 0;
         while i < body {
             // SAFETY: i + lanes <= pairs: elements 2i .. 2i + 2 lanes are in the head.
             unsafe { words_step::<S, INVERSE>(s, src.add(2 * i), dst.add(2 * i), cos.add(i), sin.add(i)) };
             i += lanes;
         }
-        if tail != 0 {
+        if let Some((y0, y1)) = last {
+            // SAFETY: elements 2 (pairs - lanes) .. rotary_dim are in the head.
+            unsafe { store_words(s, dst.add(2 * (pairs - lanes)), y0, y1) };
+        } else if tail != 0 {
             // SAFETY: the last `tail` pairs and row entries are in bounds; the pads hold two
             // vectors of elements and of row entries.
             unsafe {
@@ -811,12 +902,28 @@ unsafe fn words_step<S: Simd, const INVERSE: bool>(
 ) {
     // SAFETY: the caller guarantees every range; the loads precede the store.
     unsafe {
+        let (y0, y1) = words_rot::<S, INVERSE>(s, p, c, sn);
+        store_words(s, q, y0, y1);
+    }
+}
+
+/// The rotation of [`words_step`] without the store: `(y0, y1)` of `S::LANES` pairs at `p`.
+///
+/// # Safety
+/// `p` valid for reads of `2 * S::LANES` bf16, `c` and `sn` of `S::LANES` f32.
+#[inline(always)]
+unsafe fn words_rot<S: Simd, const INVERSE: bool>(
+    s: S,
+    p: *const bf16,
+    c: *const f32,
+    sn: *const f32,
+) -> (S::V, S::V) {
+    // SAFETY: the caller guarantees every range.
+    unsafe {
         let c = s.load(c);
         let sn = if INVERSE { s.xor(s.load(sn), s.splat(-0.0)) } else { s.load(sn) };
         let (x0, x1) = s.load_bf16_pairs(p);
-        let y0 = s.sub(s.mul(x0, c), s.mul(x1, sn));
-        let y1 = s.add(s.mul(x1, c), s.mul(x0, sn));
-        store_words(s, q, y0, y1);
+        (s.sub(s.mul(x0, c), s.mul(x1, sn)), s.add(s.mul(x1, c), s.mul(x0, sn)))
     }
 }
 

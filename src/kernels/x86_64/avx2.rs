@@ -33,7 +33,7 @@ impl Avx2 {
     /// # Safety
     /// The CPU supports AVX2 and F16C.
     #[inline(always)]
-    unsafe fn new_unchecked() -> Self {
+    pub(crate) unsafe fn new_unchecked() -> Self {
         Avx2(())
     }
 }

@@ -68,6 +68,12 @@ impl Avx512 {
 /// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX-512F).
 #[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+    // Heads shorter than a 16-lane vector with a tail: 8 lanes need no padded copy.
+    if generic::pads::<T>(Avx512::LANES, a) {
+        // SAFETY: AVX-512F implies AVX2, FMA and F16C (the dispatcher checks all of them for
+        // this tier); the rest is forwarded.
+        return unsafe { generic::rotate(super::avx2::Avx2::new_unchecked(), a) };
+    }
     // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
     unsafe { generic::rotate(Avx512::new_unchecked(), a) }
 }
