@@ -438,7 +438,7 @@ pub(crate) fn pads<T: SimdElement>(lanes: usize, a: &RotateArgs<'_, T>) -> bool 
         Layout::Interleaved if !T::PAIR_LANES => 2 * pairs,
         _ => pairs,
     };
-    units % lanes != 0 && units < lanes
+    !units.is_multiple_of(lanes) && units < lanes
 }
 
 /// The vector kernel behind every tier's `rotate_*` entry point.
@@ -529,7 +529,7 @@ unsafe fn half_split_last<S: Simd, T: SimdElement, const INVERSE: bool>(
     start: usize,
 ) -> Option<[S::V; 2]> {
     let (lanes, pairs) = (S::LANES, cos.len());
-    if (pairs - start) % lanes == 0 || pairs < lanes {
+    if (pairs - start).is_multiple_of(lanes) || pairs < lanes {
         return None;
     }
     let i = pairs - lanes;
