@@ -7,7 +7,7 @@ use crate::cossin::{fill_row, CosSinTable};
 use crate::dispatch::{self, Tier};
 use crate::element::Element;
 use crate::error::{Operand, RopeError};
-use crate::freq::{compute_inv_freq, FreqRef, Frequencies, ScalingRef};
+use crate::freq::{compute_inv_freq, FreqRef, Frequencies, Scaling, ScalingRef};
 use crate::kernels::sincos::SinCos;
 use crate::kernels::{Kernels, RotateArgs};
 
@@ -144,6 +144,10 @@ impl<'a, T> HeadsMut<'a, T> {
 pub struct Rope {
     config: RopeConfig,
     freqs: Frequencies,
+    /// LongRoPE's long frequencies (those of every call longer than
+    /// `original_max_position_embeddings`), computed once here so that no call computes
+    /// frequencies (issue 18: a Phi-3 decode call recomputed them every time).
+    long: Option<Frequencies>,
     tier: Option<Tier>,
 }
 
@@ -170,12 +174,17 @@ impl Rope {
     /// that is built computes the frequencies of every call without error.
     pub fn new(config: RopeConfig) -> Result<Self, RopeError> {
         let freqs = Frequencies::new(&config, 0)?;
+        let mut long = None;
         if config.scaling.depends_on_seq_len() {
             // Dynamic NTK's frequencies shrink as the length grows, LongRoPE has two regimes:
-            // the shortest and the longest call cover every call in between.
-            Frequencies::new(&config, 1 << 32)?;
+            // the shortest and the longest call cover every call in between. LongRoPE keeps
+            // its long set (every call past the original length uses it, as `RopeState`).
+            let longest = Frequencies::new(&config, 1 << 32)?;
+            if matches!(config.scaling, Scaling::LongRope(_)) {
+                long = Some(longest);
+            }
         }
-        Ok(Rope { config, freqs, tier: None })
+        Ok(Rope { config, freqs, long, tier: None })
     }
 
     /// Pins this object to `tier` instead of the process-wide dispatcher.
@@ -233,6 +242,10 @@ impl Rope {
     /// (see [`Frequencies::set_inv_freq_f32`]).
     pub fn with_hf_inv_freq(mut self, inv_freq: &[f32]) -> Result<Self, RopeError> {
         self.freqs.set_inv_freq_f32(inv_freq)?;
+        if let Some(long) = &mut self.long {
+            // Same length, already checked: cannot fail.
+            long.set_inv_freq_f32(inv_freq)?;
+        }
         self.config.angle_mode = AngleMode::HfCompatible;
         Ok(self)
     }
@@ -250,7 +263,7 @@ impl Rope {
         RopeRef {
             params,
             freqs: self.freqs.view(),
-            long: None,
+            long: self.long.as_ref().map(Frequencies::view),
             caller_f32: self.freqs.has_caller_inv_freq_f32(),
             tier: self.tier,
         }
@@ -672,7 +685,9 @@ impl<'r> RopeRef<'r> {
         let Some(seq_len) = self.check_call(tokens, tensors, opts)? else {
             return Ok(());
         };
-        if !self.per_call(seq_len) {
+        // A call with a cos/sin table never uses frequencies (issue 18: dynamic NTK and
+        // LongRoPE computed theirs even then).
+        if !self.per_call(seq_len) || matches!(opts.cos_sin, CosSin::Table(_)) {
             return self.run_fixed(tokens, tensors, opts, seq_len);
         }
         if self.pairs() <= SMALL_PAIRS {
@@ -733,8 +748,13 @@ impl<'r> RopeRef<'r> {
         seq_len: u64,
         dynamic: &mut D,
     ) -> Result<(), RopeError> {
-        // `seq_len` is that of a call that passed `check_call` and writes.
-        let freqs = self.freqs_at(seq_len, dynamic)?;
+        // `seq_len` is that of a call that passed `check_call` and writes. A call with a
+        // table reads no frequencies.
+        let freqs = if matches!(opts.cos_sin, CosSin::Table(_)) {
+            self.freqs
+        } else {
+            self.freqs_at(seq_len, dynamic)?
+        };
         // The tensors come from views validated against the buffers this call borrows
         // (`apply_qk`, `apply_qk_into`), all `tokens` long; the call holds the only borrows of
         // those buffers; `check_call` passed the positions and cos/sin source for `tokens`
@@ -1120,5 +1140,40 @@ unsafe fn rotate_tokens<T: Element>(
         }
         CosSin::OnTheFly if pairs <= SMALL_PAIRS => on_the_fly::<SMALL_PAIRS>(p, freqs, range, &rotate_token),
         CosSin::OnTheFly => on_the_fly_large(p, freqs, range, &rotate_token),
+    }
+}
+
+#[cfg(test)]
+mod issue18_tests {
+    use super::*;
+    use crate::freq::LongRopeParams;
+    extern crate std;
+    use std::vec::Vec;
+
+    /// A `Rope`'s precomputed LongRoPE long set (issue 18) gives the bits the per-call
+    /// computation gave, on the fly in both regimes, forward and inverse.
+    #[test]
+    fn longrope_long_set_matches_per_call_frequencies() {
+        let pairs = 8;
+        let short: Vec<f64> = (0..pairs).map(|i| 1.0 + i as f64 * 0.1).collect();
+        let long: Vec<f64> = (0..pairs).map(|i| 1.5 + i as f64 * 0.7).collect();
+        let p = LongRopeParams::new(&short, &long, 64, 4.0).unwrap();
+        let config = RopeConfig::new(2 * pairs, 10_000.0).with_scaling(Scaling::LongRope(p));
+        let rope = Rope::new(config).unwrap();
+        assert!(rope.long.is_some());
+        let pre = rope.as_ref();
+        let per_call = RopeRef { long: None, ..pre };
+        for start in [0u32, 40, 63, 64, 1000, u32::MAX - 2] {
+            for inverse in [false, true] {
+                let x: Vec<f32> = (0..3 * 2 * 2 * pairs).map(|i| (i as f32 * 0.37).sin()).collect();
+                let (mut a, mut b) = (x.clone(), x);
+                let view = View::bshd(3, 2, 2 * pairs);
+                let opts = if inverse { Apply::start(start).inverse() } else { Apply::start(start) };
+                pre.apply(HeadsMut::new(&mut a, view), &opts).unwrap();
+                per_call.apply(HeadsMut::new(&mut b, view), &opts).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a), bits(&b), "start {start} inverse {inverse}");
+            }
+        }
     }
 }
