@@ -1106,3 +1106,70 @@ fn every_rotary_dim_matches_oracle_f16() {
 fn every_rotary_dim_matches_oracle_bf16() {
     every_rotary_dim::<bf16>(18_03);
 }
+
+/// The head-major walk of BHSD tensors (issue 18: partial `HalfSplit` calls with a table and
+/// consecutive positions) gives the bits of the token-major walk (the same positions as
+/// `position_ids`), on every tier, for every dtype: more tokens than a block, q BHSD and k
+/// BSHD in one call, in place and out of place (BHSD into BSHD), canaries intact.
+fn head_major_bhsd<T: Bits>(seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (tokens, q_heads, k_heads) = if cfg!(miri) { (3, 2, 1) } else { (70, 3, 2) };
+    for (head_dim, rotary_dim) in [(20, 8), (80, 20), (96, 24), (40, 34)] {
+        let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim);
+        let (qv, kv) = (View::bhsd(tokens, q_heads, head_dim), View::bshd(tokens, k_heads, head_dim));
+        let (qn, kn) = (tokens * q_heads * head_dim, tokens * k_heads * head_dim);
+        let (q0, k0) = (padded::<T>(&mut rng, qn), padded::<T>(&mut rng, kn));
+        let ids: Vec<u32> = (0..tokens as u32).map(|t| t + 3).collect();
+        for tier in tiers() {
+            let rope = Rope::new(config.clone()).unwrap().with_tier(tier).unwrap();
+            let cache = rope.build_cache(tokens + 3).unwrap();
+            let what = format!("{tier} {} head_dim {head_dim} rotary_dim {rotary_dim}", T::NAME);
+            let in_place = |opts: &Apply<'_>| {
+                let (mut q, mut k) = (q0.clone(), k0.clone());
+                let kh = Some(HeadsMut::new(&mut k[PAD..PAD + kn], kv));
+                rope.apply_qk(HeadsMut::new(&mut q[PAD..PAD + qn], qv), kh, opts).unwrap();
+                (q, k)
+            };
+            let (hq, hk) = in_place(&Apply::start(3).with_table(cache.table()));
+            let (tq, tk) = in_place(&Apply::ids(&ids).with_table(cache.table()));
+            check_untouched(&q0, &hq, &qv, head_dim, &what);
+            check_untouched(&k0, &hk, &kv, head_dim, &what);
+            assert_eq!(bits(&hq), bits(&tq), "q in place: {what}");
+            assert_eq!(bits(&hk), bits(&tk), "k in place: {what}");
+            let out = View::bshd(tokens, q_heads, head_dim);
+            let o0 = padded::<T>(&mut rng, qn);
+            let out_of_place = |opts: &Apply<'_>| {
+                let mut o = o0.clone();
+                rope.apply_into(
+                    Heads::new(&q0[PAD..PAD + qn], qv),
+                    HeadsMut::new(&mut o[PAD..PAD + qn], out),
+                    opts,
+                )
+                .unwrap();
+                o
+            };
+            let h = out_of_place(&Apply::start(3).with_table(cache.table()));
+            check_untouched(&o0, &h, &out, head_dim, &what);
+            assert_eq!(
+                bits(&h),
+                bits(&out_of_place(&Apply::ids(&ids).with_table(cache.table()))),
+                "out: {what}"
+            );
+        }
+    }
+}
+
+#[test]
+fn head_major_bhsd_matches_token_major_f32() {
+    head_major_bhsd::<f32>(18_11);
+}
+
+#[test]
+fn head_major_bhsd_matches_token_major_f16() {
+    head_major_bhsd::<f16>(18_12);
+}
+
+#[test]
+fn head_major_bhsd_matches_token_major_bf16() {
+    head_major_bhsd::<bf16>(18_13);
+}

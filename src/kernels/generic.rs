@@ -473,6 +473,58 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
     }
 }
 
+/// The vector kernel behind every tier's `rotate_rows` entry point: "head" `h` of `a` gets
+/// its own cos/sin row (`cos_rows[h * pairs ..]`), for the head-major walk of BHSD tensors
+/// (issue 18). `HalfSplit` runs the same per-head body as [`rotate`] (bf16 through its
+/// generic element path: the word path splits its rows once per call); `Interleaved`,
+/// whose rows are expanded per call, runs [`rotate`] once per row.
+///
+/// # Safety
+/// The contract of [`RotateRowsFn`](super::RotateRowsFn); `s` proves the CPU supports its
+/// tier.
+#[inline(always)]
+pub(crate) unsafe fn rotate_rows<S: Simd, T: SimdElement>(
+    s: S,
+    a: &RotateArgs<'_, T>,
+    cos_rows: &[f32],
+    sin_rows: &[f32],
+) {
+    const { assert!(S::LANES <= MAX_LANES) };
+    let pairs = a.cos.len();
+    let rotary_dim = 2 * pairs;
+    debug_assert!(cos_rows.len() >= a.heads * pairs && sin_rows.len() >= a.heads * pairs);
+    for h in 0..a.heads {
+        let r = h * pairs..(h + 1) * pairs;
+        let (cos, sin) = (&cos_rows[r.clone()], &sin_rows[r]);
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
+        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        match (a.layout, a.inverse) {
+            // SAFETY: one head of the call with its row, as in `half_split_dir`.
+            (Layout::HalfSplit, false) => unsafe {
+                let last = half_split_last::<S, T, false>(s, src, cos, sin, 0);
+                half_split_head::<S, T, false>(s, src, dst, cos, sin, 0, last);
+            },
+            // SAFETY: as above.
+            (Layout::HalfSplit, true) => unsafe {
+                let last = half_split_last::<S, T, true>(s, src, cos, sin, 0);
+                half_split_head::<S, T, true>(s, src, dst, cos, sin, 0, last);
+            },
+            (Layout::Interleaved, _) => {
+                let one = RotateArgs { src, dst, heads: 1, cos, sin, ..*a };
+                // SAFETY: one head of the call with its row (copies its pass-through part).
+                unsafe { rotate(s, &one) };
+                continue;
+            }
+        }
+        if !ptr::eq(a.src, a.dst) && rotary_dim < a.head_dim {
+            // SAFETY: as in `rotate`.
+            unsafe {
+                ptr::copy_nonoverlapping(src.add(rotary_dim), dst.add(rotary_dim), a.head_dim - rotary_dim)
+            };
+        }
+    }
+}
+
 /// # Safety
 /// As [`rotate`].
 #[inline(always)]

@@ -79,6 +79,18 @@ pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
 }
 
 /// # Safety
+/// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+    if generic::pads::<T>(Avx512::LANES, a) {
+        // SAFETY: as in `rotate`.
+        return unsafe { generic::rotate_rows(super::avx2::Avx2::new_unchecked(), a, cos_rows, sin_rows) };
+    }
+    // SAFETY: as in `rotate`.
+    unsafe { generic::rotate_rows(Avx512::new_unchecked(), a, cos_rows, sin_rows) }
+}
+
+/// # Safety
 /// The contract of [`ScaleFn`](crate::kernels::ScaleFn) (which includes AVX-512F).
 #[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
