@@ -345,13 +345,20 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// Criterion's settings: short (the zoo has about a thousand benchmarks); `ZOO_MEASURE_MS`
+/// sets the measurement time per benchmark (default 200 ms).
+fn config() -> Criterion {
+    let ms = std::env::var("ZOO_MEASURE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(50))
+        .measurement_time(Duration::from_millis(ms))
+        .sample_size(20)
+        .without_plots()
+}
+
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(50))
-        .measurement_time(Duration::from_millis(200))
-        .sample_size(20)
-        .without_plots();
+    config = config();
     targets = bench
 }
 criterion_main!(benches);

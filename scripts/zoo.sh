@@ -9,5 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=target/zoo-criterion
 rm -rf "$dir"
-CRITERION_HOME="$dir" cargo bench --quiet --bench zoo > /dev/null
+log=$(mktemp)
+if ! CRITERION_HOME="$dir" cargo bench --quiet --bench zoo > "$log" 2>&1; then
+    cat "$log" >&2
+    exit 1
+fi
+rm -f "$log"
 python3 scripts/zoo-table.py "$@" "$dir"
