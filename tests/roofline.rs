@@ -10,7 +10,10 @@ use rope_kernels::{bf16, Operand, RopeError};
 #[test]
 fn rooflines_touch_exactly_their_rows() {
     for tier in available_tiers() {
-        for row_len in 0..=70usize {
+        // Under Miri the lengths around each vector width only.
+        let lens: Vec<usize> =
+            if cfg!(miri) { vec![0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 47] } else { (0..=70).collect() };
+        for &row_len in &lens {
             for off in [0usize, 1, 3, 16] {
                 let (rows, stride) = (3, row_len + 5);
                 let r = RooflineRows { rows, stride, row_len };

@@ -207,6 +207,11 @@ pub(crate) trait SimdElement: Element {
     /// is one 32-bit word), so that a vector holds `LANES` pairs rather than `LANES / 2`.
     const PAIR_LANES: bool = false;
 
+    /// Whether the portable tier's 4-lane vectors convert this type in vectors (f32, bf16;
+    /// f16 is converted lane by lane there), so that the x86-64 tiers can run heads shorter
+    /// than their own vectors on them ([`pads`]) instead of through padded copies.
+    const PORTABLE_VECTORS: bool = true;
+
     /// Rotates `a` (an `Interleaved` call) if this type has a faster path than the
     /// generic expanded-row one, and says whether it did.
     ///
@@ -269,6 +274,7 @@ impl SimdElement for f32 {
 }
 
 impl SimdElement for f16 {
+    const PORTABLE_VECTORS: bool = false;
     #[inline(always)]
     unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
         // SAFETY: forwarded from the caller.

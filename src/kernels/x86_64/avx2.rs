@@ -42,6 +42,11 @@ impl Avx2 {
 /// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX2 + F16C).
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+    // Heads shorter than 8 lanes with a tail: 4 lanes need no padded copy (same bits).
+    if T::PORTABLE_VECTORS && generic::pads::<T>(Avx2::LANES, a) && !generic::pads::<T>(4, a) {
+        // SAFETY: the portable tier needs only the baseline; the rest is forwarded.
+        return unsafe { generic::rotate(crate::kernels::portable::Portable, a) };
+    }
     // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
     unsafe { generic::rotate(Avx2::new_unchecked(), a) }
 }
@@ -50,6 +55,10 @@ pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
 /// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+    if T::PORTABLE_VECTORS && generic::pads::<T>(Avx2::LANES, a) && !generic::pads::<T>(4, a) {
+        // SAFETY: as in `rotate`.
+        return unsafe { generic::rotate_rows(crate::kernels::portable::Portable, a, cos_rows, sin_rows) };
+    }
     // SAFETY: as in `rotate`.
     unsafe { generic::rotate_rows(Avx2::new_unchecked(), a, cos_rows, sin_rows) }
 }
