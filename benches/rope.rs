@@ -9,7 +9,8 @@
 //! here, `<tier>/rope` (the in-place rotation) and `<tier>/roofline`: the fastest pass
 //! the tier makes over the same bytes of the same buffers, every byte read and written back
 //! (`rope_kernels::__bench::roofline_in_place`, issue 18: an upper bound, so no rope row
-//! may beat it by more than the noise); for bf16 also `<tier>/conv`, the in-place `x *= c`
+//! may beat it by more than the noise), and `<tier>/roofline_pf`, the same with a 4 KB
+//! software prefetch (the table takes the faster); for bf16 also `<tier>/conv`, the in-place `x *= c`
 //! pass through the tier's widen/round path (`rope_kernels::__bench::scale`).
 //! Throughput is in elements (q plus k) per second.
 //!
@@ -76,15 +77,21 @@ fn bench_shape<T: Element>(
                 rope.apply_qk(HeadsMut::new(&mut q[..], qv), kh, black_box(&opts)).unwrap();
             })
         });
-        g.bench_function(format!("{tier}/roofline"), |b| {
-            b.iter(|| {
-                let rows =
-                    |n: usize| RooflineRows { rows: n / HEAD_DIM, stride: HEAD_DIM, row_len: HEAD_DIM };
-                let (qr, kr) = (rows(q.len()), rows(k.len()));
-                roofline_in_place(tier, &mut q, qr, black_box(0)).unwrap();
-                roofline_in_place(tier, &mut k, kr, black_box(0)).unwrap();
-            })
-        });
+        for (kind, prefetch) in [("roofline", false), ("roofline_pf", true)] {
+            g.bench_function(format!("{tier}/{kind}"), |b| {
+                b.iter(|| {
+                    let rows = |n: usize| RooflineRows {
+                        rows: n / HEAD_DIM,
+                        stride: HEAD_DIM,
+                        row_len: HEAD_DIM,
+                        prefetch,
+                    };
+                    let (qr, kr) = (rows(q.len()), rows(k.len()));
+                    roofline_in_place(tier, &mut q, qr, black_box(0)).unwrap();
+                    roofline_in_place(tier, &mut k, kr, black_box(0)).unwrap();
+                })
+            });
+        }
         if std::mem::size_of::<T>() != 4 {
             g.bench_function(format!("{tier}/conv"), |b| {
                 b.iter(|| {

@@ -21,7 +21,9 @@
 //! Every group `<model>/<shape>/<variant>` holds, per tier (`ZOO_TIERS`, default the SIMD
 //! tiers of this CPU): `<tier>/rope` and the rooflines of its bytes: `<tier>/roof` (in place:
 //! every rotated byte read and written back; out of place: every byte copied, ordinary
-//! stores), `<tier>/roof_nt` (out of place, streaming stores) and for f16/bf16
+//! stores), `<tier>/roof_nt` (out of place, streaming stores), the same with `_pf` (4 KB
+//! software prefetch, as the rotations do in large calls; the table takes the fastest
+//! `roof*` of a row as its roofline) and for f16/bf16
 //! `<tier>/conv` (the in-place widen, multiply, round pass of the rotated part,
 //! `__bench::scale`). `scripts/zoo.sh` runs it and prints the table (`scripts/zoo-table.py`).
 //!
@@ -255,7 +257,7 @@ fn bench_row<T: Element>(g: &mut BenchmarkGroup<'_, WallTime>, m: &Model, shape:
     let opts =
         if var.fly { Apply::start(shape.start) } else { Apply::start(shape.start).with_table(cache.table()) };
     // Every (token, head) row is head_dim apart in both dense layouts.
-    let rows = |n: usize, len| RooflineRows { rows: n / hd, stride: hd, row_len: len };
+    let rows = |n: usize, len, prefetch| RooflineRows { rows: n / hd, stride: hd, row_len: len, prefetch };
     for tier in tiers() {
         let rope = base.clone().with_tier(tier).unwrap();
         if var.out_of_place {
@@ -273,12 +275,17 @@ fn bench_row<T: Element>(g: &mut BenchmarkGroup<'_, WallTime>, m: &Model, shape:
                     .unwrap();
                 })
             });
-            for (kind, nt) in [("roof", false), ("roof_nt", true)] {
+            for (kind, nt, pf) in [
+                ("roof", false, false),
+                ("roof_nt", true, false),
+                ("roof_pf", false, true),
+                ("roof_nt_pf", true, true),
+            ] {
                 g.bench_function(format!("{tier}/{kind}"), |b| {
                     b.iter(|| {
-                        __bench::roofline_copy(tier, q.get_ref(), qo.get(), rows(qn, hd), black_box(nt))
+                        __bench::roofline_copy(tier, q.get_ref(), qo.get(), rows(qn, hd, pf), black_box(nt))
                             .unwrap();
-                        __bench::roofline_copy(tier, k.get_ref(), ko.get(), rows(kn, hd), black_box(nt))
+                        __bench::roofline_copy(tier, k.get_ref(), ko.get(), rows(kn, hd, pf), black_box(nt))
                             .unwrap();
                     })
                 });
@@ -290,12 +297,14 @@ fn bench_row<T: Element>(g: &mut BenchmarkGroup<'_, WallTime>, m: &Model, shape:
                     rope.apply_qk(HeadsMut::new(q.get(), qv), kh, black_box(&opts)).unwrap();
                 })
             });
-            g.bench_function(format!("{tier}/roof"), |b| {
-                b.iter(|| {
-                    __bench::roofline_in_place(tier, q.get(), rows(qn, rd), black_box(0)).unwrap();
-                    __bench::roofline_in_place(tier, k.get(), rows(kn, rd), black_box(0)).unwrap();
-                })
-            });
+            for (kind, pf) in [("roof", false), ("roof_pf", true)] {
+                g.bench_function(format!("{tier}/{kind}"), |b| {
+                    b.iter(|| {
+                        __bench::roofline_in_place(tier, q.get(), rows(qn, rd, pf), black_box(0)).unwrap();
+                        __bench::roofline_in_place(tier, k.get(), rows(kn, rd, pf), black_box(0)).unwrap();
+                    })
+                });
+            }
         }
         if var.dtype != Dtype::F32 && !var.out_of_place {
             g.bench_function(format!("{tier}/conv"), |b| {

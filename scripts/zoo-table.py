@@ -7,7 +7,8 @@ benches/zoo.rs). Time per iteration: criterion's fastest sample (each sample is 
 iterations; on a shared machine preemption inflates the others), `--median` for
 criterion's median.
 
-For each rope row: rope time, roofline time (the faster of `roof` and `roof_nt`), the ratio
+For each rope row: rope time, roofline time (the fastest `roof*`: ordinary or streaming
+stores, with or without software prefetch), the ratio
 roofline / rope (1.0 = at the memory limit), the issue-18 target and ok/MISS; for f16/bf16
 also the ratio against the conversion roofline (`conv`). Then the relative targets: dynamic
 NTK / LongRoPE rows within 1.15x of their `-default` twin, on the fly within 1.3x of cached
@@ -76,7 +77,7 @@ def table(r):
         model, shape, variant = g.split("/")
         dtype = variant.split("-")[0]
         rope = r[(g, t, "rope")]
-        roofs = [r[(g, t, k)] for k in ("roof", "roof_nt") if (g, t, k) in r]
+        roofs = [v for (g2, t2, k), v in r.items() if g2 == g and t2 == t and k.startswith("roof")]
         if not roofs:
             continue
         roof = min(roofs)
@@ -177,11 +178,12 @@ def self_test():
             sys.stdout, sys.stderr = out, err
         assert got == 1, "a rope row faster than the streaming copy must fail"
     with tempfile.TemporaryDirectory() as root:
-        sys.stderr = devnull
+        out, err = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = devnull
         try:
             assert main([root]) == 1, "no results must fail"
         finally:
-            sys.stderr = sys.__stderr__
+            sys.stdout, sys.stderr = out, err
     print("zoo-table.py self-test: ok")
     return 0
 

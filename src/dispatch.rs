@@ -289,6 +289,9 @@ pub struct RooflineRows {
     pub stride: usize,
     /// Elements of each row the pass touches (`rotary_dim` in place; `head_dim` out of place).
     pub row_len: usize,
+    /// Prefetch 4 KB ahead, as the rotations do in large calls (x86-64 tiers); benchmarks
+    /// take the faster of the passes with and without.
+    pub prefetch: bool,
 }
 
 impl RooflineRows {
@@ -313,6 +316,7 @@ impl RooflineRows {
             rows: self.rows,
             stride: self.stride * size,
             row_bytes: self.row_len * size,
+            prefetch: self.prefetch,
         })
     }
 }

@@ -14,9 +14,9 @@ fn rooflines_touch_exactly_their_rows() {
         let lens: Vec<usize> =
             if cfg!(miri) { vec![0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 47] } else { (0..=70).collect() };
         for &row_len in &lens {
-            for off in [0usize, 1, 3, 16] {
+            for (off, prefetch) in [(0usize, false), (1, true), (3, false), (16, true)] {
                 let (rows, stride) = (3, row_len + 5);
-                let r = RooflineRows { rows, stride, row_len };
+                let r = RooflineRows { rows, stride, row_len, prefetch };
                 let n = off + rows * stride + 7;
                 let src: Vec<bf16> = (0..n).map(|i| bf16::from_bits((i * 7 + 1) as u16)).collect();
                 let mut x = src.clone();
@@ -36,12 +36,18 @@ fn rooflines_touch_exactly_their_rows() {
                 }
             }
         }
-        // Dense rows (merged into one pass) of f32.
-        let src: Vec<f32> = (0..4096).map(|i| i as f32).collect();
-        let mut d = vec![0.0f32; 4096];
-        roofline_copy(tier, &src, &mut d, RooflineRows { rows: 32, stride: 128, row_len: 128 }, true)
-            .unwrap();
-        assert_eq!(d, src);
+        // Dense rows (merged into one pass; with prefetch, into 4 KB rows and a rest) of f32.
+        for prefetch in [false, true] {
+            let n = 33 * 125;
+            let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
+            let mut d = vec![0.0f32; n];
+            let r = RooflineRows { rows: 33, stride: 125, row_len: 125, prefetch };
+            roofline_copy(tier, &src, &mut d, r, true).unwrap();
+            assert_eq!(d, src);
+            let mut x = src.clone();
+            roofline_in_place(tier, &mut x, r, 0).unwrap();
+            assert_eq!(x, src);
+        }
     }
 }
 
@@ -49,19 +55,19 @@ fn rooflines_touch_exactly_their_rows() {
 fn roofline_shapes_are_checked() {
     let tier = available_tiers().last().unwrap();
     let mut x = [0.0f32; 64];
-    let r = RooflineRows { rows: 2, stride: 32, row_len: 33 };
+    let r = RooflineRows { rows: 2, stride: 32, row_len: 33, prefetch: false };
     assert_eq!(
         roofline_in_place(tier, &mut x, r, 0),
         Err(RopeError::OverlappingStrides { operand: Operand::Q })
     );
-    let r = RooflineRows { rows: 3, stride: 32, row_len: 8 };
+    let r = RooflineRows { rows: 3, stride: 32, row_len: 8, prefetch: false };
     assert_eq!(
         roofline_in_place(tier, &mut x, r, 0),
         Err(RopeError::BufferTooShort { operand: Operand::Q, needed: 72, len: 64 })
     );
-    let r = RooflineRows { rows: 2, stride: usize::MAX, row_len: 8 };
+    let r = RooflineRows { rows: 2, stride: usize::MAX, row_len: 8, prefetch: false };
     assert_eq!(roofline_in_place(tier, &mut x, r, 0), Err(RopeError::StrideOverflow { operand: Operand::Q }));
-    let r = RooflineRows { rows: 2, stride: 32, row_len: 8 };
+    let r = RooflineRows { rows: 2, stride: 32, row_len: 8, prefetch: false };
     assert!(roofline_in_place(tier, &mut x, r, 1).is_err());
     let src = [0.0f32; 64];
     let mut short = [0.0f32; 39];

@@ -23,16 +23,35 @@ pub(crate) struct Rows {
     pub rows: usize,
     pub stride: usize,
     pub row_bytes: usize,
+    /// Prefetch the rows [`PREFETCH_BYTES`] ahead, as the rotations do for large calls
+    /// (x86-64 tiers; a benchmark takes the faster of the passes with and without).
+    pub prefetch: bool,
 }
 
+/// How far ahead a prefetching pass reads: the rotations' distance (4 KB).
+const PREFETCH_BYTES: usize = 4096;
+
 impl Rows {
-    /// Rows that follow one another without a gap, merged into one.
-    fn merged(self) -> Rows {
-        if self.stride == self.row_bytes {
-            Rows { rows: 1, stride: self.row_bytes * self.rows, row_bytes: self.row_bytes * self.rows }
-        } else {
-            self
+    /// Rows that follow one another without a gap, merged into one; with `prefetch`, into
+    /// [`PREFETCH_BYTES`]-byte rows (so that the per-row prefetch runs ahead) and the rest
+    /// (the second value, at the first's end).
+    fn merged(self) -> (Rows, Option<Rows>) {
+        if self.stride != self.row_bytes || self.rows == 0 {
+            return (self, None);
         }
+        let n = self.row_bytes * self.rows;
+        if !self.prefetch || n <= PREFETCH_BYTES {
+            return (Rows { rows: 1, stride: n, row_bytes: n, ..self }, None);
+        }
+        let whole =
+            Rows { rows: n / PREFETCH_BYTES, stride: PREFETCH_BYTES, row_bytes: PREFETCH_BYTES, ..self };
+        let rest = n % PREFETCH_BYTES;
+        (whole, (rest != 0).then_some(Rows { rows: 1, stride: rest, row_bytes: rest, ..self }))
+    }
+
+    /// Rows ahead that the prefetch of row `i` covers: at least [`PREFETCH_BYTES`] of them.
+    fn ahead(&self) -> usize {
+        PREFETCH_BYTES.div_ceil(self.row_bytes.max(1))
     }
 }
 
@@ -42,7 +61,11 @@ impl Rows {
 /// Every row `p + i * stride .. + row_bytes` (`i < rows`) is valid for reads and writes; the
 /// CPU supports `tier`.
 pub(crate) unsafe fn pass_in_place(tier: Tier, p: *mut u8, r: Rows, zero: u64) {
-    let r = r.merged();
+    let (r, rest) = r.merged();
+    if let Some(rest) = rest {
+        // SAFETY: the rest lies at the end of the caller's single merged row.
+        unsafe { pass_in_place(tier, p.add(r.rows * r.stride), rest, zero) };
+    }
     match tier {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: forwarded; the tier proves AVX2.
@@ -62,7 +85,12 @@ pub(crate) unsafe fn pass_in_place(tier: Tier, p: *mut u8, r: Rows, zero: u64) {
 /// Every row of `r` at `src` is valid for reads and at `dst` for writes; they do not overlap;
 /// the CPU supports `tier`.
 pub(crate) unsafe fn copy(tier: Tier, src: *const u8, dst: *mut u8, r: Rows, streaming: bool) {
-    let r = r.merged();
+    let (r, rest) = r.merged();
+    if let Some(rest) = rest {
+        let o = r.rows * r.stride;
+        // SAFETY: the rest lies at the end of the caller's single merged row.
+        unsafe { copy(tier, src.add(o), dst.add(o), rest, streaming) };
+    }
     match tier {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: forwarded; the tier proves AVX2.
@@ -110,6 +138,22 @@ mod x86 {
     use core::arch::x86_64::*;
 
     use super::Rows;
+
+    /// Prefetches the lines of row `i + r.ahead()` of `p` (past the buffer near its end:
+    /// `prefetcht0` never faults), if `r.prefetch`.
+    #[inline(always)]
+    fn prefetch_row(p: *const u8, i: usize, r: &Rows) {
+        if !r.prefetch {
+            return;
+        }
+        let q = p.wrapping_add(i.wrapping_add(r.ahead()).wrapping_mul(r.stride));
+        let mut o = 0;
+        while o < r.row_bytes {
+            // SAFETY: `prefetcht0` never faults, whatever the address; SSE is baseline.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(o).cast()) };
+            o += 64;
+        }
+    }
 
     /// One row of `n` bytes through `f(offset)` on `W`-byte vectors: whole vectors, then one
     /// that ends at the row's end (overlapping), then for `n < W` the halves (16, 8, 4, 2, 1
@@ -234,6 +278,7 @@ mod x86 {
     pub(super) unsafe fn pass_avx2(p: *mut u8, r: Rows, zero: u64) {
         let z = _mm256_set1_epi64x(zero as i64);
         for i in 0..r.rows {
+            prefetch_row(p, i, &r);
             // SAFETY: row i is in bounds (caller); `xor_row` keeps every access inside it.
             unsafe {
                 xor_row::<__m256i, 32>(
@@ -254,6 +299,7 @@ mod x86 {
     pub(super) unsafe fn pass_avx512(p: *mut u8, r: Rows, zero: u64) {
         let z = _mm512_set1_epi64(zero as i64);
         for i in 0..r.rows {
+            prefetch_row(p, i, &r);
             // SAFETY: row i is in bounds (caller); `xor_row` keeps every access inside it.
             unsafe {
                 xor_row::<__m512i, 64>(
@@ -301,6 +347,43 @@ mod x86 {
         }
     }
 
+    /// A non-temporal 32-byte store (an ordinary one under Miri, which cannot run the
+    /// inline assembly of `vmovntdq`).
+    ///
+    /// # Safety
+    /// `d .. d + 32` is valid for writes and 32-byte aligned; AVX2.
+    #[inline(always)]
+    unsafe fn nt256(d: *mut u8, v: __m256i) {
+        #[cfg(not(miri))]
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            _mm256_stream_si256(d.cast(), v)
+        };
+        #[cfg(miri)]
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            _mm256_storeu_si256(d.cast(), v)
+        };
+    }
+
+    /// [`nt256`] for 64 bytes.
+    ///
+    /// # Safety
+    /// `d .. d + 64` is valid for writes and 64-byte aligned; AVX-512F.
+    #[inline(always)]
+    unsafe fn nt512(d: *mut u8, v: __m512i) {
+        #[cfg(not(miri))]
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            _mm512_stream_si512(d.cast(), v)
+        };
+        #[cfg(miri)]
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            _mm512_storeu_si512(d.cast(), v)
+        };
+    }
+
     /// # Safety
     /// As [`super::copy`], with AVX2.
     #[target_feature(enable = "avx2")]
@@ -314,23 +397,21 @@ mod x86 {
             )
         };
         for i in 0..r.rows {
+            prefetch_row(src, i, &r);
             // SAFETY: row i of both buffers is in bounds (caller).
             let (s, d) = unsafe { (src.add(i * r.stride), dst.add(i * r.stride)) };
             if streaming {
                 // SAFETY: as above; `nt` gets 32-aligned destinations.
                 unsafe {
-                    stream_row::<32>(
-                        s,
-                        d,
-                        r.row_bytes,
-                        |s, d| _mm256_stream_si256(d.cast(), _mm256_loadu_si256(s.cast())),
-                        plain,
-                    )
+                    stream_row::<32>(s, d, r.row_bytes, |s, d| nt256(d, _mm256_loadu_si256(s.cast())), plain)
                 };
             } else {
                 plain(s, d, r.row_bytes);
             }
         }
+        // Orders the streaming stores before any later access (Miri has no `sfence`; its
+        // stores are never reordered anyway).
+        #[cfg(not(miri))]
         if streaming {
             _mm_sfence();
         }
@@ -349,23 +430,21 @@ mod x86 {
             )
         };
         for i in 0..r.rows {
+            prefetch_row(src, i, &r);
             // SAFETY: row i of both buffers is in bounds (caller).
             let (s, d) = unsafe { (src.add(i * r.stride), dst.add(i * r.stride)) };
             if streaming {
                 // SAFETY: as above; `nt` gets 64-aligned destinations.
                 unsafe {
-                    stream_row::<64>(
-                        s,
-                        d,
-                        r.row_bytes,
-                        |s, d| _mm512_stream_si512(d.cast(), _mm512_loadu_si512(s.cast())),
-                        plain,
-                    )
+                    stream_row::<64>(s, d, r.row_bytes, |s, d| nt512(d, _mm512_loadu_si512(s.cast())), plain)
                 };
             } else {
                 plain(s, d, r.row_bytes);
             }
         }
+        // Orders the streaming stores before any later access (Miri has no `sfence`; its
+        // stores are never reordered anyway).
+        #[cfg(not(miri))]
         if streaming {
             _mm_sfence();
         }
