@@ -205,11 +205,14 @@ pub(crate) trait SimdElement: Element {
 
     /// Whether the type's `Interleaved` kernel works on whole pairs per lane (bf16: a pair
     /// is one 32-bit word), so that a vector holds `LANES` pairs rather than `LANES / 2`.
+    // Read by the x86-64 tiers' short-head rule ([`pads`]) only.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     const PAIR_LANES: bool = false;
 
     /// Whether the portable tier's 4-lane vectors convert this type in vectors (f32, bf16;
     /// f16 is converted lane by lane there), so that the x86-64 tiers can run heads shorter
     /// than their own vectors on them ([`pads`]) instead of through padded copies.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     const PORTABLE_VECTORS: bool = true;
 
     /// Rotates `a` (an `Interleaved` call) if this type has a faster path than the
@@ -438,6 +441,7 @@ unsafe fn interleaved_step<S: Simd, T: SimdElement>(
 /// and out per head). Every other tail overlaps the head's last whole vector. The AVX-512
 /// tier runs such calls on the AVX2 width instead (same operations, same bits).
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn pads<T: SimdElement>(lanes: usize, a: &RotateArgs<'_, T>) -> bool {
     let pairs = a.cos.len();
     let units = match a.layout {

@@ -50,6 +50,7 @@ impl Rows {
     }
 
     /// Rows ahead that the prefetch of row `i` covers: at least [`PREFETCH_BYTES`] of them.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn ahead(&self) -> usize {
         PREFETCH_BYTES.div_ceil(self.row_bytes.max(1))
     }
