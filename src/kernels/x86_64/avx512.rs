@@ -73,10 +73,21 @@ pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
     if generic::pads::<T>(Avx512::LANES, a) {
         // SAFETY: AVX-512F implies AVX2, FMA and F16C (the dispatcher checks all of them for
         // this tier); the rest is forwarded.
-        return unsafe { super::avx2::rotate(a) };
+        return unsafe { rotate_narrow(a) };
     }
     // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
     unsafe { generic::rotate(Avx512::new_unchecked(), a) }
+}
+
+/// [`rotate`] for heads shorter than 16 lanes: the AVX2 entry point, out of line (a second
+/// kernel inlined into `rotate` slows every call).
+///
+/// # Safety
+/// As [`rotate`].
+#[inline(never)]
+unsafe fn rotate_narrow<T: SimdElement>(a: &RotateArgs<'_, T>) {
+    // SAFETY: AVX-512F implies AVX2, FMA and F16C; forwarded.
+    unsafe { super::avx2::rotate(a) }
 }
 
 /// # Safety
