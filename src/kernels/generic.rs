@@ -896,6 +896,23 @@ unsafe fn interleaved<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
 /// As [`rotate`], with `a.cos.len() <= ROW_PAIRS`.
 #[inline(always)]
 unsafe fn interleaved_block<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
+    let rotary_dim = 2 * a.cos.len();
+    // As in `half_split_dir`: heads without an overlapping tail get a loop without one.
+    if !rotary_dim.is_multiple_of(S::LANES) && rotary_dim >= S::LANES {
+        // SAFETY: forwarded from the caller.
+        unsafe { interleaved_block_in::<S, T, true>(s, a) }
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { interleaved_block_in::<S, T, false>(s, a) }
+    }
+}
+
+/// [`interleaved_block`]; `OVERLAP`: the heads end with an overlapping vector.
+///
+/// # Safety
+/// As [`interleaved_block`].
+#[inline(always)]
+unsafe fn interleaved_block_in<S: Simd, T: SimdElement, const OVERLAP: bool>(s: S, a: &RotateArgs<'_, T>) {
     let lanes = S::LANES;
     let pairs = a.cos.len();
     let rotary_dim = 2 * pairs;
@@ -952,7 +969,7 @@ unsafe fn interleaved_block<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         // A partial last vector: the vector ending at rotary_dim (pair-aligned: both even),
         // rotated before the head's first store and stored last (see `half_split_last`).
-        let last = if tail != 0 && rotary_dim >= lanes {
+        let last = if OVERLAP {
             let o = rotary_dim - lanes;
             // SAFETY: o + lanes == rotary_dim: inside the head and the initialised rows.
             Some(unsafe { interleaved_vec(s, src.add(o), ccp.add(o), ssp.add(o)) })
@@ -999,6 +1016,27 @@ unsafe fn interleaved_block<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
 /// As [`rotate`]; `INVERSE == a.inverse`.
 #[inline(always)]
 unsafe fn interleaved_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'_, bf16>) {
+    let pairs = a.cos.len();
+    // As in `half_split_dir`: heads without an overlapping tail get a loop without one
+    // (one loop measured 12% slower on AVX-512 bf16 prefill).
+    if !pairs.is_multiple_of(S::LANES) && pairs >= S::LANES {
+        // SAFETY: forwarded from the caller.
+        unsafe { interleaved_words_in::<S, INVERSE, true>(s, a) }
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { interleaved_words_in::<S, INVERSE, false>(s, a) }
+    }
+}
+
+/// [`interleaved_words`]; `OVERLAP`: the heads end with an overlapping vector.
+///
+/// # Safety
+/// As [`rotate`]; `INVERSE == a.inverse`.
+#[inline(always)]
+unsafe fn interleaved_words_in<S: Simd, const INVERSE: bool, const OVERLAP: bool>(
+    s: S,
+    a: &RotateArgs<'_, bf16>,
+) {
     let lanes = S::LANES;
     let pairs = a.cos.len();
     let body = pairs - pairs % lanes;
@@ -1016,7 +1054,7 @@ unsafe fn interleaved_words<S: Simd, const INVERSE: bool>(s: S, a: &RotateArgs<'
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         // A partial last vector: the one ending at the last pair, rotated before the head's
         // first store and stored last (see `half_split_last`).
-        let last = if tail != 0 && pairs >= lanes {
+        let last = if OVERLAP {
             let i = pairs - lanes;
             // SAFETY: i + lanes == pairs: elements 2i .. rotary_dim and the rows' entries.
             Some(unsafe { words_rot::<S, INVERSE>(s, src.add(2 * i), cos.add(i), sin.add(i)) })
