@@ -606,10 +606,12 @@ unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: 
         return;
     }
     let pairs = a.cos.len();
-    // Two loops, so that heads without an overlapping tail run the loop without one (the
-    // same code as before tails overlapped; one loop measured up to 10% slower on AVX-512
-    // decode and prefill, scripts/bench-gate.sh).
-    if !pairs.is_multiple_of(S::LANES) && pairs >= S::LANES {
+    // On 16 lanes two loops, so that heads without an overlapping tail run the loop without
+    // one (the code from before tails overlapped): one loop measured up to 10% slower on
+    // AVX-512 decode and prefill (scripts/bench-gate.sh against the previous kernels). On
+    // 8 lanes the opposite: two loops made AVX2 decode f32 25% slower, one loop 4%. Both
+    // code-layout effects; the bits are the same either way.
+    if S::LANES < 16 || (!pairs.is_multiple_of(S::LANES) && pairs >= S::LANES) {
         // SAFETY: forwarded from the caller.
         unsafe { half_split_heads::<S, T, INVERSE, true>(s, a) }
     } else {
