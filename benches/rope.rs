@@ -6,10 +6,13 @@
 //! - `long`: 4096 tokens × 32 heads, positions 0..4096.
 //!
 //! Every (shape, dtype, layout) is one criterion group holding, for every tier available
-//! here, `<tier>/rope` (the in-place rotation) and `<tier>/roofline`: an in-place
-//! `x *= c` pass over the same buffers through the same tier's load/convert/store path
-//! (`rope_kernels::__bench::scale`), so each ratio compares code built for the same
-//! instructions. Throughput is in elements (q plus k) per second.
+//! here, `<tier>/rope` (the in-place rotation) and `<tier>/roofline`: the fastest pass
+//! the tier makes over the same bytes of the same buffers, every byte read and written back
+//! (`rope_kernels::__bench::roofline_in_place`, issue 18: an upper bound, so no rope row
+//! may beat it by more than the noise), and `<tier>/roofline_pf`, the same with a 4 KB
+//! software prefetch (the table takes the faster); for bf16 also `<tier>/conv`, the in-place `x *= c`
+//! pass through the tier's widen/round path (`rope_kernels::__bench::scale`).
+//! Throughput is in elements (q plus k) per second.
 //!
 //! Run: `cargo bench --bench rope` (a few minutes), then `python3 scripts/bench-table.py`
 //! for the README table (from each benchmark's fastest sample; `--median` for criterion's
@@ -20,6 +23,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use rope_kernels::__bench::{roofline_in_place, RooflineRows};
 use rope_kernels::dispatch::available_tiers;
 use rope_kernels::{bf16, Apply, Element, HeadsMut, Layout, Rope, RopeCache, RopeConfig, View};
 
@@ -73,14 +77,31 @@ fn bench_shape<T: Element>(
                 rope.apply_qk(HeadsMut::new(&mut q[..], qv), kh, black_box(&opts)).unwrap();
             })
         });
-        g.bench_function(format!("{tier}/roofline"), |b| {
-            b.iter(|| {
-                rope_kernels::__bench::scale(tier, &mut q, black_box(1.0)).unwrap();
-                if !k.is_empty() {
-                    rope_kernels::__bench::scale(tier, &mut k, black_box(1.0)).unwrap();
-                }
-            })
-        });
+        for (kind, prefetch) in [("roofline", false), ("roofline_pf", true)] {
+            g.bench_function(format!("{tier}/{kind}"), |b| {
+                b.iter(|| {
+                    let rows = |n: usize| RooflineRows {
+                        rows: n / HEAD_DIM,
+                        stride: HEAD_DIM,
+                        row_len: HEAD_DIM,
+                        prefetch,
+                    };
+                    let (qr, kr) = (rows(q.len()), rows(k.len()));
+                    roofline_in_place(tier, &mut q, qr, black_box(0)).unwrap();
+                    roofline_in_place(tier, &mut k, kr, black_box(0)).unwrap();
+                })
+            });
+        }
+        if std::mem::size_of::<T>() != 4 {
+            g.bench_function(format!("{tier}/conv"), |b| {
+                b.iter(|| {
+                    rope_kernels::__bench::scale(tier, &mut q, black_box(1.0)).unwrap();
+                    if !k.is_empty() {
+                        rope_kernels::__bench::scale(tier, &mut k, black_box(1.0)).unwrap();
+                    }
+                })
+            });
+        }
     }
 }
 

@@ -81,6 +81,14 @@ impl<'a> CosSinTable<'a> {
         (&self.cos[r.clone()], &self.sin[r])
     }
 
+    /// The rows of positions `first .. first + n`, one after another, for positions
+    /// validated beforehand.
+    #[inline(always)]
+    pub(crate) fn rows_in_range(&self, first: u32, n: usize) -> (&'a [f32], &'a [f32]) {
+        let r = first as usize * self.pairs..(first as usize + n) * self.pairs;
+        (&self.cos[r.clone()], &self.sin[r])
+    }
+
     pub(crate) fn check_pairs(&self, pairs: usize) -> Result<(), RopeError> {
         if self.pairs != pairs {
             return Err(RopeError::TableShape);

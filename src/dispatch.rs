@@ -10,7 +10,7 @@
 use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::element::Element;
-use crate::error::RopeError;
+use crate::error::{Operand, RopeError};
 use crate::kernels::{self, Kernels};
 
 /// An implementation tier. Ordered from slowest to fastest within an architecture.
@@ -274,6 +274,106 @@ pub fn bench_scale<T: Element>(tier: Tier, x: &mut [T], c: f32) -> Result<(), Ro
     // SAFETY: the slice is valid for reads and writes of its length; `kernels_for` only
     // returns tables whose tier this CPU supports.
     unsafe { T::scale_fn(k)(x.as_mut_ptr(), x.len(), c) };
+    Ok(())
+}
+
+/// The shape of a roofline pass ([`bench_roofline_in_place`], [`bench_roofline_copy`]):
+/// `rows` rows of `row_len` elements, `stride` elements apart, from the start of the buffer.
+/// Not part of the API (`rope_kernels::__bench::RooflineRows`).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct RooflineRows {
+    /// Number of rows (e.g. tokens × heads).
+    pub rows: usize,
+    /// Elements from one row's start to the next (`head_dim` for a dense tensor).
+    pub stride: usize,
+    /// Elements of each row the pass touches (`rotary_dim` in place; `head_dim` out of place).
+    pub row_len: usize,
+    /// Prefetch 4 KB ahead, as the rotations do in large calls (x86-64 tiers); benchmarks
+    /// take the faster of the passes with and without.
+    pub prefetch: bool,
+}
+
+impl RooflineRows {
+    /// The pass in bytes of `T`, if every row lies in `len` elements and rows do not overlap.
+    fn bytes<T>(self, len: usize, operand: Operand) -> Result<kernels::roofline::Rows, RopeError> {
+        if self.rows > 1 && self.row_len > self.stride {
+            return Err(RopeError::OverlappingStrides { operand });
+        }
+        let needed = match self.rows {
+            0 => 0,
+            n => (n - 1)
+                .checked_mul(self.stride)
+                .and_then(|e| e.checked_add(self.row_len))
+                .ok_or(RopeError::StrideOverflow { operand })?,
+        };
+        if needed > len {
+            return Err(RopeError::BufferTooShort { operand, needed, len });
+        }
+        let size = core::mem::size_of::<T>();
+        // In bounds of a buffer, so the byte counts fit.
+        Ok(kernels::roofline::Rows {
+            rows: self.rows,
+            stride: self.stride * size,
+            row_bytes: self.row_len * size,
+            prefetch: self.prefetch,
+        })
+    }
+}
+
+/// The in-place memory roofline of a tier, for benchmarks (issue 18): every byte of every
+/// row of `r` in `x` read and written back unchanged with the tier's widest vectors (`x ^=
+/// zero`, `zero` opaque to the compiler: pass `black_box(0)`; any other value is refused).
+/// The fastest pass over the bytes an in-place rotation reads and writes.
+/// Not part of the API (`rope_kernels::__bench::roofline_in_place`).
+///
+/// # Errors
+/// [`RopeError::TierUnavailable`] if this build or CPU lacks `tier`;
+/// [`RopeError::BufferTooShort`], [`RopeError::OverlappingStrides`] or
+/// [`RopeError::StrideOverflow`] if the rows do not fit `x`;
+/// [`RopeError::InvalidEncodingParameter`] if `zero != 0`.
+#[doc(hidden)]
+pub fn bench_roofline_in_place<T: Element>(
+    tier: Tier,
+    x: &mut [T],
+    r: RooflineRows,
+    zero: u64,
+) -> Result<(), RopeError> {
+    kernels_for(tier).ok_or(RopeError::TierUnavailable)?;
+    if zero != 0 {
+        return Err(RopeError::InvalidEncodingParameter { name: "zero", requirement: "must be 0" });
+    }
+    let rows = r.bytes::<T>(x.len(), Operand::Q)?;
+    // SAFETY: every row lies in `x` (checked); `kernels_for` returned the tier's table, so the
+    // CPU supports it.
+    unsafe { kernels::roofline::pass_in_place(tier, x.as_mut_ptr().cast(), rows, zero) };
+    Ok(())
+}
+
+/// The out-of-place memory roofline of a tier, for benchmarks (issue 18): every row of `r`
+/// copied from `src` to the same place in `dst` with the tier's widest vectors, with
+/// ordinary or (`streaming`) non-temporal stores (which skip the destination's read for
+/// ownership); benchmarks take the faster of the two.
+/// Not part of the API (`rope_kernels::__bench::roofline_copy`).
+///
+/// # Errors
+/// [`RopeError::TierUnavailable`] if this build or CPU lacks `tier`;
+/// [`RopeError::BufferTooShort`], [`RopeError::OverlappingStrides`] or
+/// [`RopeError::StrideOverflow`] if the rows do not fit either buffer.
+#[doc(hidden)]
+pub fn bench_roofline_copy<T: Element>(
+    tier: Tier,
+    src: &[T],
+    dst: &mut [T],
+    r: RooflineRows,
+    streaming: bool,
+) -> Result<(), RopeError> {
+    kernels_for(tier).ok_or(RopeError::TierUnavailable)?;
+    let rows = r.bytes::<T>(src.len(), Operand::Q)?;
+    r.bytes::<T>(dst.len(), Operand::QOut)?;
+    // SAFETY: every row lies in both buffers (checked), which are distinct borrows; the CPU
+    // supports the tier (as above).
+    unsafe { kernels::roofline::copy(tier, src.as_ptr().cast(), dst.as_mut_ptr().cast(), rows, streaming) };
     Ok(())
 }
 

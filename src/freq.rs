@@ -295,11 +295,13 @@ pub enum Scaling {
     },
     /// Dynamic NTK scaling (bloc97 and emozilla, 2023, "Dynamically Scaled RoPE"; HF
     /// `_compute_dynamic_ntk_parameters` with `dynamic_rope_update`, `rope_type: "dynamic"`).
-    /// Recomputed for every call from its `L`: when `L > max_position_embeddings`,
+    /// Chosen for every call from its `L`: when `L > max_position_embeddings`,
     /// `theta' = theta * (factor * L / max_position_embeddings - (factor - 1))^(d / (d - 2))`
     /// and `inv_freq[i] = theta'^(-2i/d)`; otherwise the unscaled `b_i`. Nothing is kept
     /// between calls (transformers keeps the grown table until the length drops below the
-    /// original one; here a shorter call always gets the frequencies of its own `L`).
+    /// original one; here a shorter call always gets the frequencies of its own `L`). Only
+    /// on-the-fly calls past `max_position_embeddings` compute them (a call with a cos/sin
+    /// table uses none; up to there the stored unscaled ones serve).
     /// Attention factor 1. Needs `d > 2`.
     DynamicNtk {
         /// Finite and > 0.
@@ -348,7 +350,9 @@ pub enum Scaling {
     /// LongRoPE (Ding et al. 2024, "LongRoPE: Extending LLM Context Window Beyond 2 Million
     /// Tokens", arXiv:2402.13753; HF `_compute_longrope_parameters`, `rope_type: "longrope"`,
     /// legacy `"su"`): `inv_freq[i] = b_i / ext_i` with `ext = long_factor` when
-    /// `L > original_max_position_embeddings` and `short_factor` otherwise, chosen per call;
+    /// `L > original_max_position_embeddings` and `short_factor` otherwise, chosen per call
+    /// (both sets computed once, by [`Rope::new`](crate::Rope::new) or
+    /// [`RopeState::init`](crate::RopeState::init));
     /// the attention factor is [`LongRopeParams::attention_factor`].
     LongRope(LongRopeParams),
     /// Proportional RoPE (Gemma 4 global layers; HF `_compute_proportional_rope_parameters`,

@@ -105,6 +105,9 @@ pub struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod __bench {
     pub use crate::dispatch::bench_scale as scale;
+    pub use crate::dispatch::{
+        bench_roofline_copy as roofline_copy, bench_roofline_in_place as roofline_in_place, RooflineRows,
+    };
     pub use crate::encodings::row_kernels::bench as encodings;
     pub use crate::kernels::sincos::bench as sincos;
 }

@@ -18,4 +18,9 @@ cargo build -p rope-kernels --no-default-features --target thumbv7em-none-eabihf
 cargo build --release --manifest-path benches/peers/Cargo.toml
 # One quick pass of the comparison: checks candle's outputs against rope-kernels first.
 PEERS_SAMPLES=1 cargo run --release --manifest-path benches/peers/Cargo.toml > /dev/null
+# The model-zoo table (issue 18): its printer's self-test (a rope row beating its roofline
+# by more than 1.05x fails), then one tiny group through scripts/zoo.sh (the full run takes
+# minutes and needs a quiet machine: not in CI).
+python3 scripts/zoo-table.py --self-test
+ZOO_TIERS=portable ZOO_FILTER=phi-2/decode/f32-bshd-in-cached ZOO_MEASURE_MS=50 scripts/zoo.sh > /dev/null
 echo "parallel.sh: ok"

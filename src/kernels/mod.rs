@@ -29,6 +29,7 @@ pub(crate) mod generic;
 #[cfg(rope_broken_tier_demo)]
 pub(crate) mod mutant;
 pub(crate) mod portable;
+pub(crate) mod roofline;
 pub(crate) mod scalar;
 pub(crate) mod sincos;
 #[cfg(target_arch = "x86_64")]
@@ -75,6 +76,16 @@ pub(crate) const PREFETCH_MIN_BYTES: usize = 512 * 1024;
 /// dispatcher hands out a table only after detecting its features).
 pub(crate) type RotateFn<T> = unsafe fn(&RotateArgs<'_, T>);
 
+/// A head-major rotate kernel (issue 18): as [`RotateFn`], except that "head" `h` of `a`
+/// (in practice one head at consecutive tokens: `src_head_stride` is the token stride) is
+/// rotated with its own row, `cos_rows[h * pairs ..][..pairs]` and the same of `sin_rows`,
+/// where `pairs = a.cos.len()` (`a.cos`/`a.sin` are row 0).
+///
+/// # Safety
+/// The contract of [`RotateFn`]; `cos_rows` and `sin_rows` hold at least `a.heads * pairs`
+/// values each.
+pub(crate) type RotateRowsFn<T> = unsafe fn(&RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]);
+
 /// The roofline baseline of a tier: `x[i] = round(x[i] * c)` in place over `len` elements,
 /// through the tier's own load/convert/store path.
 ///
@@ -118,6 +129,7 @@ macro_rules! per_tier {
 /// Picks the entry points for an element type from a tier.
 pub(crate) trait SelectKernel: Sized {
     fn rotate_fn(k: &Kernels) -> RotateFn<Self>;
+    fn rotate_rows_fn(k: &Kernels) -> RotateRowsFn<Self>;
     fn scale_fn(k: &Kernels) -> ScaleFn<Self>;
     /// The add-row kernel for rows of this type plus f32 encoding rows.
     fn add_row_f32_fn(k: &Kernels) -> AddRowFn<Self, f32>;
@@ -140,6 +152,10 @@ macro_rules! select_kernel {
                     return mutant::rotate::<$t>;
                 }
                 per_tier!(k.tier, rotate::<$t>)
+            }
+            #[inline(always)]
+            fn rotate_rows_fn(k: &Kernels) -> RotateRowsFn<Self> {
+                per_tier!(k.tier, rotate_rows::<$t>)
             }
             #[inline(always)]
             fn scale_fn(k: &Kernels) -> ScaleFn<Self> {

@@ -48,6 +48,13 @@ unsafe fn rotate_in<T: SimdElement, const INTERLEAVED: bool>(a: &RotateArgs<'_, 
 }
 
 /// # Safety
+/// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
+pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::rotate_rows(Portable, a, cos_rows, sin_rows) }
+}
+
+/// # Safety
 /// The contract of [`ScaleFn`](super::ScaleFn).
 pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
     // SAFETY: forwarded; the baseline is always there.

@@ -72,6 +72,29 @@ pub(crate) unsafe fn rotate<T: Element>(a: &RotateArgs<'_, T>) {
     }
 }
 
+/// One row at a time through [`rotate`].
+///
+/// # Safety
+/// The contract of [`RotateRowsFn`](super::RotateRowsFn).
+pub(crate) unsafe fn rotate_rows<T: Element>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+    let pairs = a.cos.len();
+    for h in 0..a.heads {
+        let r = h * pairs..(h + 1) * pairs;
+        let one = RotateArgs {
+            // SAFETY: head h is in bounds (contract); its offset stays in the allocation.
+            src: unsafe { a.src.add(h * a.src_head_stride) },
+            // SAFETY: as above, for the destination.
+            dst: unsafe { a.dst.add(h * a.dst_head_stride) },
+            heads: 1,
+            cos: &cos_rows[r.clone()],
+            sin: &sin_rows[r],
+            ..*a
+        };
+        // SAFETY: one head of the caller's call, with its row.
+        unsafe { rotate(&one) };
+    }
+}
+
 /// The scalar roofline baseline: `x[i] = round(x[i] * c)`.
 ///
 /// # Safety

@@ -131,6 +131,18 @@ pub fn diff_cases() -> Vec<(String, DiffCase)> {
         }
     }
 
+    // The head-major walk of BHSD tensors (issue 18): partial HalfSplit, a cache,
+    // consecutive positions, more tokens than a block (64); in place and BHSD into BSHD.
+    for out in [false, true] {
+        let mut c = DiffCase::simple(spec(20, 12, Layout::HalfSplit), 70, 3, Some(1), 5);
+        c.q = TensorSpec::BHSD;
+        c.source = SourceSpec { sel: 2, rows: 0, base: 0 };
+        c.out_of_place = out;
+        c.q_out = TensorSpec::BSHD;
+        c.inverse = out;
+        v.push((format!("head_major_bhsd_{}", if out { "out_of_place" } else { "in_place" }), c));
+    }
+
     // Fused QKV rows: q with 3 other heads per token, k with 3; GQA 4 q / 2 kv.
     let mut f = DiffCase::simple(spec(16, 8, Layout::HalfSplit), 6, 4, Some(2), 100);
     f.q = TensorSpec::fused(3);

@@ -45,6 +45,14 @@ pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
 }
 
 /// # Safety
+/// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::rotate_rows(Neon(()), a, cos_rows, sin_rows) }
+}
+
+/// # Safety
 /// The contract of [`ScaleFn`](crate::kernels::ScaleFn).
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {

@@ -33,7 +33,7 @@ impl Avx2 {
     /// # Safety
     /// The CPU supports AVX2 and F16C.
     #[inline(always)]
-    unsafe fn new_unchecked() -> Self {
+    pub(crate) unsafe fn new_unchecked() -> Self {
         Avx2(())
     }
 }
@@ -42,8 +42,47 @@ impl Avx2 {
 /// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX2 + F16C).
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+    // Heads shorter than 8 lanes with a tail: 4 lanes need no padded copy (same bits).
+    if T::PORTABLE_VECTORS && generic::pads::<T>(Avx2::LANES, a) && !generic::pads::<T>(4, a) {
+        // SAFETY: forwarded.
+        return unsafe { rotate_short(a) };
+    }
     // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
     unsafe { generic::rotate(Avx2::new_unchecked(), a) }
+}
+
+/// [`rotate`] for heads shorter than 8 lanes, on the portable tier's 4 (same bits). Out of
+/// line: inlined, its second copy of the kernel made every AVX2 call slower (decode f32
+/// +29% in scripts/bench-gate.sh).
+///
+/// # Safety
+/// As [`rotate`].
+#[inline(never)]
+unsafe fn rotate_short<T: SimdElement>(a: &RotateArgs<'_, T>) {
+    // SAFETY: the portable tier needs only the baseline; the rest is forwarded.
+    unsafe { generic::rotate(crate::kernels::portable::Portable, a) }
+}
+
+/// # Safety
+/// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+    if T::PORTABLE_VECTORS && generic::pads::<T>(Avx2::LANES, a) && !generic::pads::<T>(4, a) {
+        // SAFETY: as in `rotate`.
+        return unsafe { rotate_rows_short(a, cos_rows, sin_rows) };
+    }
+    // SAFETY: as in `rotate`.
+    unsafe { generic::rotate_rows(Avx2::new_unchecked(), a, cos_rows, sin_rows) }
+}
+
+/// [`rotate_rows`] on the portable tier's 4 lanes (as [`rotate_short`]).
+///
+/// # Safety
+/// As [`rotate_rows`].
+#[inline(never)]
+unsafe fn rotate_rows_short<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+    // SAFETY: the portable tier needs only the baseline; the rest is forwarded.
+    unsafe { generic::rotate_rows(crate::kernels::portable::Portable, a, cos_rows, sin_rows) }
 }
 
 /// # Safety

@@ -68,8 +68,38 @@ impl Avx512 {
 /// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX-512F).
 #[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+    // Heads shorter than a 16-lane vector with a tail: the AVX2 entry point's 8 lanes (or
+    // 4) need no padded copy (same bits).
+    if generic::pads::<T>(Avx512::LANES, a) {
+        // SAFETY: AVX-512F implies AVX2, FMA and F16C (the dispatcher checks all of them for
+        // this tier); the rest is forwarded.
+        return unsafe { rotate_narrow(a) };
+    }
     // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
     unsafe { generic::rotate(Avx512::new_unchecked(), a) }
+}
+
+/// [`rotate`] for heads shorter than 16 lanes: the AVX2 entry point, out of line (a second
+/// kernel inlined into `rotate` slows every call).
+///
+/// # Safety
+/// As [`rotate`].
+#[inline(never)]
+unsafe fn rotate_narrow<T: SimdElement>(a: &RotateArgs<'_, T>) {
+    // SAFETY: AVX-512F implies AVX2, FMA and F16C; forwarded.
+    unsafe { super::avx2::rotate(a) }
+}
+
+/// # Safety
+/// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+    if generic::pads::<T>(Avx512::LANES, a) {
+        // SAFETY: as in `rotate`.
+        return unsafe { super::avx2::rotate_rows(a, cos_rows, sin_rows) };
+    }
+    // SAFETY: as in `rotate`.
+    unsafe { generic::rotate_rows(Avx512::new_unchecked(), a, cos_rows, sin_rows) }
 }
 
 /// # Safety
