@@ -14,9 +14,8 @@
 //! built once with `build_table`, as one serves every layer). Throughput in elements (q plus k).
 //!
 //! Run: `cargo bench --bench mrope -- --warm-up-time 1 --measurement-time 2`.
-//! On a shared machine the variants drift apart between groups; `tests/mrope_speed.rs`
-//! runs the same shapes in alternation (`cargo test --release --test mrope_speed --
-//! --ignored --nocapture`).
+//! The variants of a group run one after another in the same process, so compare ratios
+//! within one run only; on a shared machine repeat the run and quote the spread.
 
 use std::hint::black_box;
 use std::time::Duration;
