@@ -204,7 +204,8 @@ fn index_with_video_and_errors() {
     let idx = MRopeIndex {
         token_types: &types,
         video_grid_thw: &video,
-        video_t_step: &[2.0],
+        second_per_grid_ts: &[1.0],
+        tokens_per_second: 2.0,
         spatial_merge_size: 2,
         start: 0,
         ..MRopeIndex::default()
@@ -215,7 +216,7 @@ fn index_with_video_and_errors() {
     assert_eq!(w, [0, 1, 2, 3, 2, 3, 5]);
     assert_eq!(next, 6);
     // Qwen2-VL (no step): t advances 1 per frame.
-    let ([t, _, _], _) = MRopeIndex { video_t_step: &[], ..idx }.to_vecs().unwrap();
+    let ([t, _, _], _) = MRopeIndex { second_per_grid_ts: &[], ..idx }.to_vecs().unwrap();
     assert_eq!(t, [0, 1, 2, 2, 3, 3, 4]);
 
     let layout = |i: MRopeIndex<'_>| {
@@ -226,11 +227,15 @@ fn index_with_video_and_errors() {
     };
     let is_layout = |e: Result<u32, RopeError>| matches!(e, Err(RopeError::InvalidPositionLayout { .. }));
     assert!(is_layout(layout(MRopeIndex { video_grid_thw: &[], ..idx })));
-    assert!(is_layout(layout(MRopeIndex { video_grid_thw: &[[2, 2, 6]], video_t_step: &[1.0], ..idx })));
+    assert!(is_layout(layout(MRopeIndex {
+        video_grid_thw: &[[2, 2, 6]],
+        second_per_grid_ts: &[1.0],
+        ..idx
+    })));
     assert!(is_layout(layout(MRopeIndex { spatial_merge_size: 3, ..idx })));
     assert!(is_layout(layout(MRopeIndex { spatial_merge_size: 0, ..idx })));
-    assert!(is_layout(layout(MRopeIndex { video_t_step: &[1.0, 2.0], ..idx })));
-    assert!(is_layout(layout(MRopeIndex { video_t_step: &[f64::NAN], ..idx })));
+    assert!(is_layout(layout(MRopeIndex { second_per_grid_ts: &[1.0, 2.0], ..idx })));
+    assert!(is_layout(layout(MRopeIndex { second_per_grid_ts: &[f32::NAN], ..idx })));
     assert!(is_layout(layout(MRopeIndex { image_grid_thw: &[[1, 2, 2]], ..idx })));
     assert!(is_layout(layout(MRopeIndex { token_types: &[0, 0, 2, 2, 2, 2, 7], ..idx })));
     assert!(is_layout(layout(MRopeIndex { token_types: &[0, 0, 2, 2, 2, 1, 0], ..idx })));
@@ -473,5 +478,104 @@ fn rows_follow_the_section_formula() {
                 }
             }
         }
+    }
+}
+
+/// Runs `fill` on canaried outputs; asserts nothing is written when it fails.
+fn fill_or_untouched(idx: &MRopeIndex<'_>) -> Result<(Vec<u32>, u32), RopeError> {
+    let n = idx.token_types.len();
+    let (mut a, mut b, mut c) = (vec![9u32; n], vec![9u32; n], vec![9u32; n]);
+    let r = idx.fill(&mut a, &mut b, &mut c);
+    if r.is_err() {
+        assert!(a.iter().chain(&b).chain(&c).all(|&v| v == 9), "written on error: {r:?}");
+    }
+    r.map(|next| (a, next))
+}
+
+#[test]
+fn index_never_wraps_on_huge_steps() {
+    // Review 15 finding 1: text token, then a video of 2 frames with a huge step.
+    let types = [TOKEN_TEXT, TOKEN_VIDEO, TOKEN_VIDEO];
+    let grids = [[2u32, 1, 1]];
+    let idx = MRopeIndex {
+        token_types: &types,
+        video_grid_thw: &grids,
+        second_per_grid_ts: &[1e30],
+        tokens_per_second: 2.0,
+        spatial_merge_size: 1,
+        ..MRopeIndex::default()
+    };
+    assert_eq!(fill_or_untouched(&idx), Err(RopeError::PositionOverflow));
+    // Products that overflow f32 to +inf, steps at the edge of u32, start at the edge.
+    let cases: [(f32, f32, u32, Result<(), RopeError>); 7] = [
+        (f32::MAX, 2.0, 0, Err(RopeError::PositionOverflow)),
+        (f32::MAX, f32::MAX, 0, Err(RopeError::PositionOverflow)),
+        (4_294_967_296.0, 1.0, 0, Err(RopeError::PositionOverflow)),
+        (2_147_483_648.0, 1.0, 0, Ok(())),
+        (2_147_483_648.0, 1.0, u32::MAX / 2, Err(RopeError::PositionOverflow)),
+        (0.0, 2.0, u32::MAX - 2, Ok(())),
+        (0.0, 2.0, u32::MAX - 1, Err(RopeError::PositionOverflow)),
+    ];
+    for (s, tps, start, want) in cases {
+        let steps = [s];
+        let i = MRopeIndex { second_per_grid_ts: &steps, tokens_per_second: tps, start, ..idx };
+        assert_eq!(fill_or_untouched(&i).map(|_| ()), want, "s {s} tps {tps} start {start}");
+    }
+    // Bad steps and tokens_per_second are layout errors (NaN, inf, negative, 0 tps).
+    for s in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -1.0, -f32::MIN_POSITIVE] {
+        let steps = [s];
+        let i = MRopeIndex { second_per_grid_ts: &steps, ..idx };
+        assert!(matches!(fill_or_untouched(&i), Err(RopeError::InvalidPositionLayout { .. })), "{s}");
+    }
+    for tps in [f32::NAN, f32::INFINITY, -2.0, 0.0] {
+        let i = MRopeIndex { second_per_grid_ts: &[1.0], tokens_per_second: tps, ..idx };
+        assert!(matches!(fill_or_untouched(&i), Err(RopeError::InvalidPositionLayout { .. })), "{tps}");
+    }
+    // Without steps, tokens_per_second is not read.
+    let i = MRopeIndex { tokens_per_second: f32::NAN, ..MRopeIndex { second_per_grid_ts: &[], ..idx } };
+    assert_eq!(fill_or_untouched(&i).map(|(t, n)| (t, n)), Ok((vec![0, 1, 2], 3)));
+    // A grid of u32::MAX frames cannot fit its tokens: a clean layout error, no huge walk.
+    let big = [[u32::MAX, 1, 1]];
+    let i = MRopeIndex { video_grid_thw: &big, ..idx };
+    assert!(fill_or_untouched(&i).is_err());
+    // Positions near u32::MAX in h/w: start + row.
+    let types = [TOKEN_IMAGE; 4];
+    let i = MRopeIndex {
+        token_types: &types,
+        image_grid_thw: &[[1, 2, 2]],
+        spatial_merge_size: 1,
+        start: u32::MAX - 2,
+        ..MRopeIndex::default()
+    };
+    assert_eq!(fill_or_untouched(&i).map(|(_, n)| n), Ok(u32::MAX));
+    let i = MRopeIndex { start: u32::MAX - 1, ..i };
+    assert_eq!(fill_or_untouched(&i), Err(RopeError::PositionOverflow));
+}
+
+#[test]
+fn video_t_follows_transformers_f32_arithmetic() {
+    // Review 15 finding 9: fps 10.25, temporal_patch_size 2, tokens_per_second 2: frame 41
+    // has t = trunc(f32(f32(41 * f32(2 / 10.25)) * 2)) = 15 in transformers 5.x (16 in reals).
+    let s = 2.0f32 / 10.25;
+    let types = [TOKEN_VIDEO; 42];
+    let grids = [[42u32, 1, 1]];
+    let idx = MRopeIndex {
+        token_types: &types,
+        video_grid_thw: &grids,
+        second_per_grid_ts: &[s],
+        tokens_per_second: 2.0,
+        spatial_merge_size: 1,
+        ..MRopeIndex::default()
+    };
+    let ([t, h, w], next) = idx.to_vecs().unwrap();
+    assert_eq!(t[41], 15);
+    assert_eq!(t[40], 15);
+    assert_eq!(t[39], 15);
+    assert_eq!(t[38], 14);
+    assert!(h.iter().chain(&w).all(|&p| p == 0));
+    assert_eq!(next, 16);
+    // Every frame, as the f32 formula (not reassociated, not f64).
+    for (f, &tf) in t.iter().enumerate() {
+        assert_eq!(tf, ((f as f32 * s) * 2.0) as u32, "frame {f}");
     }
 }

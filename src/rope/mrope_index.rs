@@ -17,9 +17,16 @@ pub const TOKEN_VIDEO: u8 = 2;
 /// - a vision block of grid `[T, H, W]` patches is `T * (H / m) * (W / m)` consecutive tokens
 ///   of its type (`m = spatial_merge_size`), in the order (frame, row, column); with
 ///   `base = next`, the token of frame `f`, row `r`, column `c` gets
-///   `h = base + r`, `w = base + c`, and `t = base + f` for images (Qwen2-VL) or
-///   `t = base + floor(f * video_t_step[v])` for video `v` (Qwen2.5-VL:
-///   `second_per_grid_t * tokens_per_second`; without `video_t_step`, 1 per frame: Qwen2-VL);
+///   `h = base + r`, `w = base + c`, and `t = base + f` for images and for videos without
+///   [`second_per_grid_ts`](Self::second_per_grid_ts) (Qwen2-VL), or, for video `v` with them
+///   (Qwen2.5-VL), `t = base + trunc((f32(f) * s) * tokens_per_second)` with
+///   `s = second_per_grid_ts[v]`, both products rounded to `f32` in that order and the
+///   truncation toward zero of `.long()`: the arithmetic of transformers 5.x
+///   `Qwen2_5_VLModel.get_rope_index` (`expanded_range * second_per_grid_t *
+///   tokens_per_second`, an int64 `arange` times an `f32` tensor element, then a Python
+///   scalar; transformers 4.49-4.5x cast `second_per_grid_t` to int64 first, which truncates
+///   `2 / fps` and is not followed here). The products are not reassociated:
+///   `f = 41, s = 2 / 10.25, tokens_per_second = 2` gives 15, not the real-number 16;
 ///   then `next = (largest position of the block) + 1`.
 ///
 /// Blocks take the grids of their type in order; each block must be preceded by a token of
@@ -34,8 +41,13 @@ pub struct MRopeIndex<'a> {
     pub image_grid_thw: &'a [[u32; 3]],
     /// `[T, H, W]` of each video, in patches (before the merge).
     pub video_grid_thw: &'a [[u32; 3]],
-    /// Per video, the t positions per temporal grid step (empty: 1 each).
-    pub video_t_step: &'a [f64],
+    /// Per video, the seconds per temporal grid step (`temporal_patch_size / fps`: HF
+    /// `second_per_grid_ts`), or empty: t advances 1 per grid step (Qwen2-VL).
+    pub second_per_grid_ts: &'a [f32],
+    /// The t positions per second of video (Qwen2.5-VL `vision_config.tokens_per_second`,
+    /// 2 in the published configs); used only with `second_per_grid_ts`, and then must be
+    /// finite and > 0 (the `Default` 0 is refused, so that it is never taken silently).
+    pub tokens_per_second: f32,
     /// Patches merged per token along each of h and w (2 for Qwen2-VL and later).
     pub spatial_merge_size: u32,
     /// The position of the first token (0 for a new sequence).
@@ -53,9 +65,11 @@ impl MRopeIndex<'_> {
     /// [`RopeError::PositionCountMismatch`] if an output is not `token_types.len()` long;
     /// [`RopeError::InvalidPositionLayout`] for an unknown token type, a block without a
     /// grid or shorter than its grid, a grid left unused, a `spatial_merge_size` of 0 or not
-    /// dividing a grid's `H` and `W`, an empty grid, a `video_t_step` whose length is not
-    /// the number of videos or holds a value that is negative or not finite;
-    /// [`RopeError::PositionOverflow`] if a position or the next one exceeds `u32::MAX`.
+    /// dividing a grid's `H` and `W`, an empty grid, `second_per_grid_ts` whose length is not
+    /// the number of videos or holding a value that is negative or not finite, a
+    /// `tokens_per_second` that is not finite and > 0 while `second_per_grid_ts` is given;
+    /// [`RopeError::PositionOverflow`] if a position or the next one exceeds `u32::MAX`
+    /// (also when a t offset `(f * s) * tokens_per_second` does, or overflows `f32`).
     pub fn fill(&self, t: &mut [u32], h: &mut [u32], w: &mut [u32]) -> Result<u32, RopeError> {
         let n = self.token_types.len();
         for len in [t.len(), h.len(), w.len()] {
@@ -88,11 +102,16 @@ impl MRopeIndex<'_> {
     /// Visits every token with its positions; returns the next position.
     fn walk(&self, emit: &mut dyn FnMut(usize, [u32; 3])) -> Result<u32, RopeError> {
         let layout = |reason| RopeError::InvalidPositionLayout { reason };
-        if !self.video_t_step.is_empty() && self.video_t_step.len() != self.video_grid_thw.len() {
-            return Err(layout("video_t_step must be empty or have one entry per video"));
+        let steps = self.second_per_grid_ts;
+        if !steps.is_empty() && steps.len() != self.video_grid_thw.len() {
+            return Err(layout("second_per_grid_ts must be empty or have one entry per video"));
         }
-        if self.video_t_step.iter().any(|s| !s.is_finite() || *s < 0.0) {
-            return Err(layout("video_t_step values must be finite and >= 0"));
+        if steps.iter().any(|s| !s.is_finite() || *s < 0.0) {
+            return Err(layout("second_per_grid_ts values must be finite and >= 0"));
+        }
+        let tps = self.tokens_per_second;
+        if !steps.is_empty() && !(tps.is_finite() && tps > 0.0) {
+            return Err(layout("tokens_per_second must be finite and > 0 with second_per_grid_ts"));
         }
         let fits = |p: u64| u32::try_from(p).map_err(|_| RopeError::PositionOverflow);
         let types = self.token_types;
@@ -100,7 +119,7 @@ impl MRopeIndex<'_> {
         let (mut image, mut video) = (0usize, 0usize);
         while i < types.len() {
             let ty = types[i];
-            let (grid, step) = match ty {
+            let (grid, seconds) = match ty {
                 TOKEN_TEXT => {
                     let p = fits(next)?;
                     emit(i, [p; 3]);
@@ -114,16 +133,16 @@ impl MRopeIndex<'_> {
                         .get(image)
                         .ok_or(layout("more image blocks than image_grid_thw"))?;
                     image += 1;
-                    (*g, 1.0)
+                    (*g, None)
                 }
                 TOKEN_VIDEO => {
                     let g = self
                         .video_grid_thw
                         .get(video)
                         .ok_or(layout("more video blocks than video_grid_thw"))?;
-                    let step = self.video_t_step.get(video).copied().unwrap_or(1.0);
+                    let seconds = steps.get(video).copied();
                     video += 1;
-                    (*g, step)
+                    (*g, seconds)
                 }
                 _ => return Err(layout("token_types entries must be 0 (text), 1 (image) or 2 (video)")),
             };
@@ -147,10 +166,11 @@ impl MRopeIndex<'_> {
             let mut max = base;
             let mut k = i;
             for f in 0..lt {
-                // Truncation toward zero, as transformers' `.long()`.
-                let tp = base + (f as f64 * step) as u64;
+                let tp = base.checked_add(t_offset(f, seconds, tps)?);
+                let tp = tp.ok_or(RopeError::PositionOverflow)?;
                 for r in 0..lh {
                     for c in 0..lw {
+                        // `base` <= u32::MAX + 1 and `r`, `c` < 2^32: no u64 overflow.
                         let p = [tp, base + r as u64, base + c as u64];
                         let top = p[0].max(p[1]).max(p[2]);
                         max = max.max(top);
@@ -167,4 +187,18 @@ impl MRopeIndex<'_> {
         }
         fits(next)
     }
+}
+
+/// The t offset of grid step `f` of a block: `f` (images, Qwen2-VL videos) or
+/// `trunc((f32(f) * s) * tokens_per_second)` (Qwen2.5-VL), checked: a product that is not
+/// finite or a truncation above `u32::MAX` is [`RopeError::PositionOverflow`].
+fn t_offset(f: usize, seconds: Option<f32>, tokens_per_second: f32) -> Result<u64, RopeError> {
+    let Some(s) = seconds else { return Ok(f as u64) };
+    // Rounded as torch: int64 -> f32 (nearest), `* s` in f32, `* tokens_per_second` in f32.
+    let x = (f as f32 * s) * tokens_per_second;
+    // `x` is >= 0 or +inf (both factors finite, `tokens_per_second` > 0); `.long()` truncates.
+    if !(x < 4_294_967_296.0) {
+        return Err(RopeError::PositionOverflow);
+    }
+    Ok(x as u64)
 }
