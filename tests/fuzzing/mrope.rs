@@ -9,11 +9,16 @@
 //! out of place. [`check`] asserts that every tier returns the scalar tier's result and
 //! leaves every buffer with its bits (canaries included), and that a failed call changed
 //! nothing.
+//!
+//! [`check_index`] reads the same bytes as an [`MRopeIndex`] case (grids, merge size,
+//! `second_per_grid_ts` and `tokens_per_second` from raw bits, `start` near `u32::MAX`,
+//! possibly corrupted token types) and compares it with an `i128` reference walk: same
+//! result, and nothing written on error.
 
 use rope_kernels::dispatch::{self, Tier};
 use rope_kernels::{
-    AngleMode, AxisApply, CosSinTable, Heads, HeadsMut, Layout, MRope, MRopeStyle, RopeConfig, RopeError,
-    View, VisionRope,
+    AngleMode, AxisApply, CosSinTable, Heads, HeadsMut, Layout, MRope, MRopeIndex, MRopeStyle, RopeConfig,
+    RopeError, View, VisionRope,
 };
 
 use super::diff::{random_elem, Outcome};
@@ -308,4 +313,161 @@ pub fn check_half(bytes: &[u8]) -> Outcome {
     } else {
         check::<rope_kernels::bf16>(rest)
     }
+}
+
+/// One vision or text run of an [`MRopeIndex`] case: `(token type, grid)`, text runs with
+/// the grid `[len, 0, 0]`.
+type Segment = (u8, [u32; 3]);
+
+/// [`MRopeIndex::fill`] on the case read from `bytes` (see the module docs) against
+/// [`index_reference`]: same result and positions; on error every output keeps its canary.
+pub fn check_index(bytes: &[u8]) -> Outcome {
+    let mut r = Input::new(bytes);
+    let merge = [1, 2, 2, 0, 3][r.below(5)];
+    let mut segments: Vec<Segment> = Vec::new();
+    for _ in 0..r.u8() % 6 {
+        let kind = r.u8() % 3;
+        // Mostly multiples of the merge size; sometimes anything below 7.
+        let mut side = |r: &mut Input<'_>| match r.u8() {
+            0..=15 => u32::from(r.u8() % 7),
+            b => u32::from(b % 3 + 1) * merge.max(1),
+        };
+        let frames = if r.u8() < 16 { 0 } else { u32::from(r.u8() % 4 + 1) };
+        let grid = [frames, side(&mut r), side(&mut r)];
+        segments.push(if kind == 0 { (0, [grid[0] + 1, 0, 0]) } else { (kind, grid) });
+    }
+    let videos = segments.iter().filter(|s| s.0 == 2).count();
+    let steps: Vec<f32> = match r.u8() % 8 {
+        0 => Vec::new(),
+        1 => (0..videos).map(|_| f32::from_bits(r.u32() & !(u32::from(r.bool()) << 31))).collect(),
+        7 => (0..=videos).map(|_| 1.0).collect(),
+        _ => (0..videos).map(|_| f32::from(r.u8()) / f32::from(r.u8() % 16 + 1)).collect(),
+    };
+    let tokens_per_second = if r.u8() < 192 { 2.0 } else { f32::from_bits(r.u32()) };
+    let start = match r.u8() % 3 {
+        0 => 0,
+        1 => u32::MAX - u32::from(r.u16()),
+        _ => r.u32(),
+    };
+    let mut types = Vec::new();
+    let (mut images, mut video_grids) = (Vec::new(), Vec::new());
+    for &(kind, g) in &segments {
+        let n = if kind == 0 {
+            g[0]
+        } else if merge == 0 {
+            1
+        } else {
+            g[0] * (g[1] / merge) * (g[2] / merge)
+        };
+        types.extend(core::iter::repeat(kind).take(n.max(1) as usize));
+        match kind {
+            1 => images.push(g),
+            2 => video_grids.push(g),
+            _ => {}
+        }
+    }
+    let corrupt = r.u8() < 40 && !types.is_empty();
+    if corrupt {
+        let i = r.below(types.len());
+        types[i] = r.u8() % 4;
+    }
+    let idx = MRopeIndex {
+        token_types: &types,
+        image_grid_thw: &images,
+        video_grid_thw: &video_grids,
+        second_per_grid_ts: &steps,
+        tokens_per_second,
+        spatial_merge_size: merge,
+        start,
+    };
+    let n = types.len();
+    let (mut t, mut h, mut w) = (vec![7u32; n], vec![7u32; n], vec![7u32; n]);
+    let got = idx.fill(&mut t, &mut h, &mut w);
+    if got.is_err() {
+        assert!(t.iter().chain(&h).chain(&w).all(|&v| v == 7), "written on error: {got:?}");
+    }
+    if !corrupt {
+        let want = index_reference(&segments, merge, &steps, tokens_per_second, start, videos);
+        match (&got, &want) {
+            (Ok(next), Ok((ids, want_next))) => {
+                assert_eq!(next, want_next, "next position");
+                assert_eq!([t.clone(), h.clone(), w.clone()], *ids, "positions");
+            }
+            (Err(a), Err(b)) => {
+                assert_eq!(core::mem::discriminant(a), core::mem::discriminant(b), "{a:?} vs {b:?}")
+            }
+            _ => panic!("fill {got:?}, reference {want:?}"),
+        }
+    }
+    match got {
+        Ok(_) => Outcome::Rotated,
+        Err(e) => Outcome::Rejected(e),
+    }
+}
+
+/// The positions of `segments` written plainly in `i128` (see [`MRopeIndex`] for the rules;
+/// video t: `trunc((f32(f) * s) * tokens_per_second)`, transformers 5.x).
+#[allow(clippy::type_complexity)]
+fn index_reference(
+    segments: &[Segment],
+    merge: u32,
+    steps: &[f32],
+    tps: f32,
+    start: u32,
+    videos: usize,
+) -> Result<([Vec<u32>; 3], u32), RopeError> {
+    let layout = RopeError::InvalidPositionLayout { reason: "" };
+    if !steps.is_empty() && steps.len() != videos {
+        return Err(layout);
+    }
+    if steps.iter().any(|s| !(*s >= 0.0 && s.is_finite())) {
+        return Err(layout);
+    }
+    if !steps.is_empty() && !(tps > 0.0 && tps.is_finite()) {
+        return Err(layout);
+    }
+    let fit = |v: i128| u32::try_from(v).map_err(|_| RopeError::PositionOverflow);
+    let mut out: [Vec<u32>; 3] = Default::default();
+    let mut next = i128::from(start);
+    let mut video = 0;
+    for &(kind, [gt, gh, gw]) in segments {
+        if kind == 0 {
+            for _ in 0..gt {
+                for o in &mut out {
+                    o.push(fit(next)?);
+                }
+                next += 1;
+            }
+            continue;
+        }
+        if merge == 0 || gh % merge != 0 || gw % merge != 0 || gt * (gh / merge) * (gw / merge) == 0 {
+            return Err(layout);
+        }
+        let step = if kind == 2 { steps.get(video).copied() } else { None };
+        video += usize::from(kind == 2);
+        let base = next;
+        for f in 0..gt {
+            let dt = match step {
+                None => i128::from(f),
+                Some(s) => {
+                    let x = (f as f32 * s) * tps;
+                    if x.is_finite() {
+                        x as i128
+                    } else {
+                        i128::MAX / 4
+                    }
+                }
+            };
+            for r in 0..gh / merge {
+                for c in 0..gw / merge {
+                    let p = [base + dt, base + i128::from(r), base + i128::from(c)];
+                    for (o, v) in out.iter_mut().zip(p) {
+                        o.push(fit(v)?);
+                    }
+                    next = next.max(p[0] + 1).max(p[1] + 1).max(p[2] + 1);
+                }
+            }
+        }
+    }
+    Ok((out, fit(next)?))
 }

@@ -40,6 +40,7 @@ fn run(target: &str, bytes: &[u8]) -> &'static str {
         "diff_f32" => {
             // The same bytes as a multimodal case too (MRoPE, vision RoPE).
             let _ = mrope::check::<f32>(bytes);
+            let _ = mrope::check_index(bytes);
             outcome_name(diff::check::<f32>(&DiffCase::read(bytes)))
         }
         "diff_half" => {
@@ -264,4 +265,25 @@ fn mrope_fixed_seeds() {
     println!("mrope: {tally:?}");
     assert!(tally.get("rotated").copied().unwrap_or(0) > 50, "{tally:?}");
     assert!(tally.get("rejected").copied().unwrap_or(0) > 5, "{tally:?}");
+}
+
+/// The `MRopeIndex` check on fixed-seed random inputs: some cases must succeed, some be
+/// rejected for their layout and some overflow.
+#[test]
+fn mrope_index_fixed_seeds() {
+    let mut rng = StdRng::seed_from_u64(0x15_01);
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    for _ in 0..3000 {
+        let mut bytes = vec![0u8; 64];
+        rng.fill_bytes(&mut bytes);
+        let name = match mrope::check_index(&bytes) {
+            Outcome::Rejected(rope_kernels::RopeError::PositionOverflow) => "overflow".to_string(),
+            o => outcome_name(o).to_string(),
+        };
+        *tally.entry(name).or_default() += 1;
+    }
+    println!("mrope index: {tally:?}");
+    for k in ["rotated", "rejected", "overflow"] {
+        assert!(tally.get(k).copied().unwrap_or(0) > 20, "{k}: {tally:?}");
+    }
 }
