@@ -474,7 +474,9 @@ typedef struct rope_mrope_opts {
     size_t positions_len;
     /**
      * `ROPE_COS_SIN_ON_THE_FLY`, or `ROPE_COS_SIN_TABLE`: per-token rows (row `n` for
-     * token `n`, `rotary_dim / 2` wide), e.g. from `rope_mrope_fill_table`.
+     * token `n`, `rotary_dim / 2` wide): for `rope_mrope_apply_*` from
+     * `rope_mrope_fill_table`, for `rope_vision_apply_*` from `rope_vision_fill_table` (the
+     * two tables differ; an MRoPE table is wrong for vision).
      */
     rope_cos_sin_source cos_sin;
     /**
@@ -1640,7 +1642,8 @@ rope_status rope_mrope_apply_bf16(const struct rope_t *rope,
  * `h * inv_freq[2j]`, pair `j >= rotary_dim / 4` by `w * inv_freq[2(j - rotary_dim / 4)]`
  * (`inv_freq[2k] = theta^(-2k / (rotary_dim / 2))`, the per-axis frequency; with a caller
  * `inv_freq` table, put HF's per-axis value `k` at index `2k`). Streams `[h, w]` in
- * `opts->position_ids[0..2]`.
+ * `opts->position_ids[0..2]`, or a table from `rope_vision_fill_table` (not
+ * `rope_mrope_fill_table`: its frequency index is global, vision's restarts per axis).
  *
  * Errors: those of `rope_mrope_apply_f32` but the section;
  * `ROPE_UNSUPPORTED_SCALING` for any scaling, `ROPE_INVALID_ROTARY_DIM` for a `rotary_dim`
@@ -1680,12 +1683,14 @@ rope_status rope_vision_apply_bf16(const struct rope_t *rope,
  * Fills a per-token MRoPE cos/sin table for the streams of `opts` (on the fly mode:
  * `opts->position_ids`, `positions_len` tokens): row `n` of `cos` and `sin` (`len` floats
  * each, `len = tokens * rotary_dim / 2`) is token `n`. Pass it to `rope_mrope_apply_*`
- * with `ROPE_COS_SIN_TABLE`; one table serves every layer of a step.
+ * with `ROPE_COS_SIN_TABLE`; one table serves every layer of a step. For
+ * `rope_vision_apply_*` use `rope_vision_fill_table` instead.
  *
  * Errors (nothing written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`,
  * `ROPE_INVALID_HANDLE`, `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM`,
- * `ROPE_INVALID_ARGUMENT`, `ROPE_OVERLAPPING_BUFFERS`, `ROPE_INVALID_MROPE_SECTION`, `ROPE_TABLE_SHAPE` (`len` not `tokens * rotary_dim / 2`,
- * or `opts->cos_sin` not on the fly).
+ * `ROPE_INVALID_ARGUMENT`, `ROPE_OVERLAPPING_BUFFERS`, `ROPE_INVALID_MROPE_SECTION`,
+ * `ROPE_POSITION_COUNT_MISMATCH` (streams of different lengths), `ROPE_TABLE_SHAPE` (`len`
+ * not `tokens * rotary_dim / 2`, or `opts->cos_sin` not on the fly).
  *
  * # Safety
  * `rope` is a handle; `opts` readable with readable streams; `cos`, `sin` writable for
@@ -1696,6 +1701,32 @@ rope_status rope_mrope_fill_table(const struct rope_t *rope,
                                   float *cos,
                                   float *sin,
                                   size_t len);
+
+/**
+ * Fills a per-token 2-D vision cos/sin table (as Rust `VisionRope::fill_table`) for the
+ * streams `[h, w]` of `opts` (on the fly mode: `opts->position_ids[0..2]`, `positions_len`
+ * patches; the third stream, `interleaved` and `mrope_section` are ignored): row `n` of
+ * `cos` and `sin` (`len` floats each, `len = tokens * rotary_dim / 2`) is patch `n`, pair
+ * `j < rotary_dim / 4` at `h * inv_freq[2j]`, pair `j >= rotary_dim / 4` at
+ * `w * inv_freq[2(j - rotary_dim / 4)]`. Pass it to `rope_vision_apply_*` with
+ * `ROPE_COS_SIN_TABLE` (bit for bit the on-the-fly result); one table serves every layer
+ * of the encoder.
+ *
+ * Errors (nothing written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`,
+ * `ROPE_INVALID_HANDLE`, `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM`,
+ * `ROPE_INVALID_ARGUMENT`, `ROPE_OVERLAPPING_BUFFERS`, `ROPE_UNSUPPORTED_SCALING` (any
+ * scaling), `ROPE_INVALID_ROTARY_DIM` (not a multiple of 4), `ROPE_POSITION_COUNT_MISMATCH`
+ * (the two streams differ in length), `ROPE_TABLE_SHAPE` (`len` not
+ * `tokens * rotary_dim / 2`, or `opts->cos_sin` not on the fly).
+ *
+ * # Safety
+ * As for `rope_mrope_fill_table`.
+ */
+rope_status rope_vision_fill_table(const struct rope_t *rope,
+                                   const struct rope_mrope_opts *opts,
+                                   float *cos,
+                                   float *sin,
+                                   size_t len);
 
 /**
  * Normalises every head of q and (if `k` is not NULL) k with `qk_norm` and rotates it,

@@ -34,7 +34,9 @@ pub struct rope_mrope_opts {
     /// Values in each stream (must equal the tokens).
     pub positions_len: usize,
     /// `ROPE_COS_SIN_ON_THE_FLY`, or `ROPE_COS_SIN_TABLE`: per-token rows (row `n` for
-    /// token `n`, `rotary_dim / 2` wide), e.g. from `rope_mrope_fill_table`.
+    /// token `n`, `rotary_dim / 2` wide): for `rope_mrope_apply_*` from
+    /// `rope_mrope_fill_table`, for `rope_vision_apply_*` from `rope_vision_fill_table` (the
+    /// two tables differ; an MRoPE table is wrong for vision).
     pub cos_sin: rope_cos_sin_source,
     /// `ROPE_COS_SIN_TABLE`: `table_len` cos values.
     pub cos: *const f32,
@@ -221,7 +223,8 @@ pub unsafe extern "C" fn rope_mrope_apply_bf16(
 /// `h * inv_freq[2j]`, pair `j >= rotary_dim / 4` by `w * inv_freq[2(j - rotary_dim / 4)]`
 /// (`inv_freq[2k] = theta^(-2k / (rotary_dim / 2))`, the per-axis frequency; with a caller
 /// `inv_freq` table, put HF's per-axis value `k` at index `2k`). Streams `[h, w]` in
-/// `opts->position_ids[0..2]`.
+/// `opts->position_ids[0..2]`, or a table from `rope_vision_fill_table` (not
+/// `rope_mrope_fill_table`: its frequency index is global, vision's restarts per axis).
 ///
 /// Errors: those of `rope_mrope_apply_f32` but the section;
 /// `ROPE_UNSUPPORTED_SCALING` for any scaling, `ROPE_INVALID_ROTARY_DIM` for a `rotary_dim`
@@ -273,12 +276,14 @@ pub unsafe extern "C" fn rope_vision_apply_bf16(
 /// Fills a per-token MRoPE cos/sin table for the streams of `opts` (on the fly mode:
 /// `opts->position_ids`, `positions_len` tokens): row `n` of `cos` and `sin` (`len` floats
 /// each, `len = tokens * rotary_dim / 2`) is token `n`. Pass it to `rope_mrope_apply_*`
-/// with `ROPE_COS_SIN_TABLE`; one table serves every layer of a step.
+/// with `ROPE_COS_SIN_TABLE`; one table serves every layer of a step. For
+/// `rope_vision_apply_*` use `rope_vision_fill_table` instead.
 ///
 /// Errors (nothing written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`,
 /// `ROPE_INVALID_HANDLE`, `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM`,
-/// `ROPE_INVALID_ARGUMENT`, `ROPE_OVERLAPPING_BUFFERS`, `ROPE_INVALID_MROPE_SECTION`, `ROPE_TABLE_SHAPE` (`len` not `tokens * rotary_dim / 2`,
-/// or `opts->cos_sin` not on the fly).
+/// `ROPE_INVALID_ARGUMENT`, `ROPE_OVERLAPPING_BUFFERS`, `ROPE_INVALID_MROPE_SECTION`,
+/// `ROPE_POSITION_COUNT_MISMATCH` (streams of different lengths), `ROPE_TABLE_SHAPE` (`len`
+/// not `tokens * rotary_dim / 2`, or `opts->cos_sin` not on the fly).
 ///
 /// # Safety
 /// `rope` is a handle; `opts` readable with readable streams; `cos`, `sin` writable for
@@ -291,9 +296,56 @@ pub unsafe extern "C" fn rope_mrope_fill_table(
     sin: *mut f32,
     len: usize,
 ) -> rope_status {
+    // SAFETY: the same contract.
+    unsafe { fill_table(Op::MRope, rope, opts, cos, sin, len) }
+}
+
+/// Fills a per-token 2-D vision cos/sin table (as Rust `VisionRope::fill_table`) for the
+/// streams `[h, w]` of `opts` (on the fly mode: `opts->position_ids[0..2]`, `positions_len`
+/// patches; the third stream, `interleaved` and `mrope_section` are ignored): row `n` of
+/// `cos` and `sin` (`len` floats each, `len = tokens * rotary_dim / 2`) is patch `n`, pair
+/// `j < rotary_dim / 4` at `h * inv_freq[2j]`, pair `j >= rotary_dim / 4` at
+/// `w * inv_freq[2(j - rotary_dim / 4)]`. Pass it to `rope_vision_apply_*` with
+/// `ROPE_COS_SIN_TABLE` (bit for bit the on-the-fly result); one table serves every layer
+/// of the encoder.
+///
+/// Errors (nothing written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`,
+/// `ROPE_INVALID_HANDLE`, `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM`,
+/// `ROPE_INVALID_ARGUMENT`, `ROPE_OVERLAPPING_BUFFERS`, `ROPE_UNSUPPORTED_SCALING` (any
+/// scaling), `ROPE_INVALID_ROTARY_DIM` (not a multiple of 4), `ROPE_POSITION_COUNT_MISMATCH`
+/// (the two streams differ in length), `ROPE_TABLE_SHAPE` (`len` not
+/// `tokens * rotary_dim / 2`, or `opts->cos_sin` not on the fly).
+///
+/// # Safety
+/// As for `rope_mrope_fill_table`.
+#[no_mangle]
+pub unsafe extern "C" fn rope_vision_fill_table(
+    rope: *const rope_t,
+    opts: *const rope_mrope_opts,
+    cos: *mut f32,
+    sin: *mut f32,
+    len: usize,
+) -> rope_status {
+    // SAFETY: the same contract.
+    unsafe { fill_table(Op::Vision, rope, opts, cos, sin, len) }
+}
+
+/// A per-token table of `op`: checks at the boundary, then the Rust call validates the rest
+/// before writing.
+///
+/// # Safety
+/// The contract of `rope_mrope_fill_table`.
+unsafe fn fill_table(
+    op: Op,
+    rope: *const rope_t,
+    opts: *const rope_mrope_opts,
+    cos: *mut f32,
+    sin: *mut f32,
+    len: usize,
+) -> rope_status {
     let body = |r: &RopeRef<'_>| {
         // SAFETY: the caller's contract (readable options and buffers).
-        let o = unsafe { options(opts, 3, r.pairs()) }?;
+        let o = unsafe { options(opts, if op == Op::MRope { 3 } else { 2 }, r.pairs()) }?;
         if o.table.is_some() {
             return Err(ROPE_TABLE_SHAPE);
         }
@@ -305,7 +357,10 @@ pub unsafe extern "C" fn rope_mrope_fill_table(
         // SAFETY: checked by `Buf::new`, writable, not accessed by others (the contract),
         // disjoint from the call's other buffers (checked).
         let (cs, ss) = unsafe { (cb.slice_mut(), sb.slice_mut()) };
-        rust(r.fill_mrope_table(o.ids, o.section, o.style, cs, ss))
+        match op {
+            Op::MRope => rust(r.fill_mrope_table(o.ids, o.section, o.style, cs, ss)),
+            Op::Vision => rust(r.fill_vision_table([o.ids[0], o.ids[1]], cs, ss)),
+        }
     };
     // SAFETY: the caller's contract (a handle).
     guard(|| unsafe { with_rope(rope, body) })

@@ -1,13 +1,14 @@
 /*
  * C test of the multimodal RoPE entry points (issue 15): rope_mrope_apply_*,
- * rope_vision_apply_*, rope_mrope_fill_table. Built and run by capi/tests/c_program.rs
+ * rope_vision_apply_*, rope_mrope_fill_table, rope_vision_fill_table. Built and run by capi/tests/c_program.rs
  * (also under AddressSanitizer + UBSan).
  *
  *   test_mrope EXPECTED.bin
  *
  * EXPECTED.bin holds inputs and the Rust API's results (MRope, VisionRope). This program
  * checks that the C ABI gives those results bit for bit (sectioned and interleaved MRoPE,
- * f32 and bf16, on the fly and with a table from rope_mrope_fill_table; vision f32), that
+ * f32 and bf16, on the fly and with a table from rope_mrope_fill_table; vision f32, on the
+ * fly and with its own table from rope_vision_fill_table), that
  * they agree with a double-precision evaluation of the formula written here, and that
  * every error is reported with its status and writes nothing.
  */
@@ -218,6 +219,50 @@ int main(int argc, char **argv) {
     e = max_err(v_in, va, VT, VH, VD, 1e4, vpos, vision_stream, VD / 4);
     CHECK(e < 1e-5, "vision vs formula: %g", e);
 
+    /* Vision with its own table (rope_vision_fill_table): the on-the-fly bits, for f32 and
+       f16; an MRoPE table (global frequency index) is not the vision table. */
+    enum { VPAIRS = VD / 2, VLEN = VT * (VD / 2) };
+    static float vcos[VLEN], vsin[VLEN], mcos[VLEN], msin[VLEN];
+    EXPECT(ROPE_OK, rope_vision_fill_table(vit, &ov, vcos, vsin, VLEN));
+    rope_mrope_opts ovt = ov;
+    ovt.cos_sin = ROPE_COS_SIN_TABLE;
+    ovt.cos = vcos;
+    ovt.sin = vsin;
+    ovt.table_len = VLEN;
+    memcpy(va, v_in, sizeof va);
+    EXPECT(ROPE_OK, rope_vision_apply_f32(vit, &v, NULL, &ovt));
+    CHECK(memcmp(va, v_out, sizeof va) == 0, "vision with its table != on the fly");
+    static uint16_t vh_fly[NV], vh_tab[NV];
+    for (size_t i = 0; i < NV; i++) {
+        uint32_t b;
+        memcpy(&b, &v_in[i], 4);
+        vh_fly[i] = vh_tab[i] = (uint16_t)(b >> 16);
+    }
+    rope_tensor v16f = tensor(vh_fly, NV, VT, VH, VD), v16t = tensor(vh_tab, NV, VT, VH, VD);
+    EXPECT(ROPE_OK, rope_vision_apply_bf16(vit, &v16f, NULL, &ov));
+    EXPECT(ROPE_OK, rope_vision_apply_bf16(vit, &v16t, NULL, &ovt));
+    CHECK(memcmp(vh_fly, vh_tab, sizeof vh_fly) == 0, "bf16 vision with its table != on the fly");
+    rope_mrope_opts om = ov;
+    om.mrope_section[0] = VPAIRS / 2;
+    om.mrope_section[1] = VPAIRS / 2;
+    om.position_ids[2] = vids[1];
+    EXPECT(ROPE_OK, rope_mrope_fill_table(vit, &om, mcos, msin, VLEN));
+    CHECK(memcmp(mcos, vcos, sizeof vcos) != 0, "the MRoPE table equals the vision table");
+    /* Its errors: the status, and nothing written. */
+    for (size_t i = 0; i < VLEN; i++) mcos[i] = msin[i] = 9.0f;
+    EXPECT(ROPE_TABLE_SHAPE, rope_vision_fill_table(vit, &ov, mcos, msin, VLEN - 1));
+    EXPECT(ROPE_TABLE_SHAPE, rope_vision_fill_table(vit, &ovt, mcos, msin, VLEN));
+    EXPECT(ROPE_UNSUPPORTED_SCALING, rope_vision_fill_table(dyn, &ov, mcos, msin, VLEN));
+    EXPECT(ROPE_NULL_POINTER, rope_vision_fill_table(vit, NULL, mcos, msin, VLEN));
+    EXPECT(ROPE_NULL_POINTER, rope_vision_fill_table(vit, &ov, NULL, msin, VLEN));
+    EXPECT(ROPE_OVERLAPPING_BUFFERS, rope_vision_fill_table(vit, &ov, mcos, mcos, VLEN));
+    rope_mrope_opts obad = ov;
+    obad.positions_len = VT - 1;
+    EXPECT(ROPE_TABLE_SHAPE, rope_vision_fill_table(vit, &obad, mcos, msin, VLEN));
+    obad.position_ids[1] = NULL;
+    EXPECT(ROPE_NULL_POINTER, rope_vision_fill_table(vit, &obad, mcos, msin, VLEN));
+    for (size_t i = 0; i < VLEN; i++) CHECK(mcos[i] == 9.0f && msin[i] == 9.0f, "vision fill_table wrote on error");
+
     /* Errors: the status, and nothing written. */
     memcpy(qa, q_in, sizeof qa);
     memcpy(ka, k_in, sizeof ka);
@@ -271,6 +316,9 @@ int main(int argc, char **argv) {
     ov.positions_len = 1;
     EXPECT(ROPE_INVALID_ROTARY_DIM, rope_vision_apply_f32(odd, &st, NULL, &ov));
     CHECK(six[0] == 1 && six[5] == 6, "vision wrote on error");
+    float c3[3] = {9, 9, 9}, s3[3] = {9, 9, 9};
+    EXPECT(ROPE_INVALID_ROTARY_DIM, rope_vision_fill_table(odd, &ov, c3, s3, 3));
+    CHECK(c3[0] == 9 && s3[2] == 9, "vision fill_table wrote on error");
     CHECK(strcmp(rope_status_name(ROPE_INVALID_MROPE_SECTION), "ROPE_INVALID_MROPE_SECTION") == 0, "name");
     CHECK(strlen(rope_status_str(ROPE_UNSUPPORTED_SCALING)) > 0, "message");
 

@@ -298,4 +298,22 @@ impl RopeRef<'_> {
         let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
         axes::run(self, &axes, tokens, &tensors, opts, None)
     }
+
+    /// As [`VisionRope::fill_table`] with this RoPE's configuration and frequencies: row `n`
+    /// is patch `n` at `(position_ids[0][n], position_ids[1][n])` = `(h, w)`, the frequency
+    /// index restarting per axis (not the global index of
+    /// [`RopeRef::fill_mrope_table`], whose table is wrong for vision).
+    ///
+    /// # Errors
+    /// As [`RopeRef::apply_vision_qk`]'s configuration checks, then
+    /// [`MRope::fill_table`](crate::MRope::fill_table)'s.
+    pub fn fill_vision_table(
+        &self,
+        position_ids: [&[u32]; 2],
+        cos: &mut [f32],
+        sin: &mut [f32],
+    ) -> Result<(), RopeError> {
+        let axes = self.vision_axes()?;
+        axes::fill_table(self, &axes, position_ids, cos, sin)
+    }
 }
