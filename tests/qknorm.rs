@@ -30,9 +30,10 @@ fn max_diff(a: &[f32], b: &[f64]) -> f64 {
 }
 
 /// Qwen3-8B's q norm + RoPE on 2 heads at positions up to 40959 (transformers 5.24,
-/// `Qwen3RMSNorm` then `apply_rotary_pos_emb`): within 2e-6 of the f64 `out_exact` (Exact
-/// angles), 1e-5 of HF's f32 `out_hf` (HfCompatible with HF's `inv_freq`); the norm alone
-/// within 2e-6 of `normed_exact` and 1e-5 of `normed_hf`.
+/// `Qwen3RMSNorm` then `apply_rotary_pos_emb`): within 7e-7 (README's claim) of the f64
+/// `out_exact` (Exact angles) and of HF's f32 `out_hf` (HfCompatible with HF's `inv_freq`);
+/// the norm alone within 7e-7 of `normed_exact` and `normed_hf`. Measured: 5.4e-7, 4.8e-7,
+/// 6.7e-7, 4.8e-7 (normed_exact, normed_hf, out_exact, out_hf).
 #[test]
 fn golden_qwen3_qknorm_rope() {
     let v = golden();
@@ -62,10 +63,10 @@ fn golden_qwen3_qknorm_rope() {
     hf.apply_qk_norm(HeadsMut::new(&mut yh, view), None, &norm, &Apply::ids(&positions)).unwrap();
     let e_hf = max_diff(&yh, &f64s(&v, "out_hf"));
     eprintln!("qwen3 qknorm: normed_exact {e_norm:.3e}, normed_hf {e_norm_hf:.3e}, out_exact {e_exact:.3e}, out_hf {e_hf:.3e}");
-    assert!(e_norm <= 2e-6, "normed_exact {e_norm:e}");
-    assert!(e_norm_hf <= 1e-5, "normed_hf {e_norm_hf:e}");
-    assert!(e_exact <= 2e-6, "out_exact {e_exact:e}");
-    assert!(e_hf <= 1e-5, "out_hf {e_hf:e}");
+    assert!(e_norm <= 7e-7, "normed_exact {e_norm:e}");
+    assert!(e_norm_hf <= 7e-7, "normed_hf {e_norm_hf:e}");
+    assert!(e_exact <= 7e-7, "out_exact {e_exact:e}");
+    assert!(e_hf <= 7e-7, "out_hf {e_hf:e}");
 
     // The check discriminates: without the weight, or with Gemma's 1 + weight, it fails.
     let ones = vec![1.0f32; hd];
