@@ -211,10 +211,13 @@ fn run() -> Result<(), Failure> {
             rope_kernels::hf_config::VisionAxis::Col => "columns then rows",
         };
         let merge = v.spatial_merge_size.map(|m| format!(", spatial_merge_size {m}")).unwrap_or_default();
+        // The model's type, not `vision_config.model_type`: published configs and the same
+        // configs re-saved by transformers name the vision part differently (`qwen3_vl`,
+        // `qwen3_vl_vision`) for one encoder.
         println!(
-            "vision:    {}: head_dim {}, {} heads, 2-D RoPE theta {}, {} frequencies per axis, {axes}, \
+            "vision:    {} ViT: head_dim {}, {} heads, 2-D RoPE theta {}, {} frequencies per axis, {axes}, \
              position offset {}, {}{merge}",
-            v.model_type,
+            model.model_type,
             v.head_dim,
             v.num_heads,
             v.theta,
@@ -237,7 +240,7 @@ fn run() -> Result<(), Failure> {
         multimodal::run_mrope(&model, &m, &mut rng)?;
     }
     if let (Some(spec), Some(vit)) = (&model.vision, model.vision_rope().map_err(refused)?) {
-        println!("-- vision encoder ({})", spec.model_type);
+        println!("-- vision encoder ({} ViT)", model.model_type);
         multimodal::run_vision(spec, &vit, &mut rng)?;
     }
     for (label, layer, rope, spec) in &qk_runs {

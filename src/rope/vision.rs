@@ -204,8 +204,17 @@ pub(crate) fn vision_freq(quarter: usize) -> impl Fn(usize) -> usize {
 /// The `(h, w)` patch positions of a Qwen2-VL / Qwen2.5-VL ViT input of `grid_thw = [t, h,
 /// w]` patches, in the encoder's patch order: frames in order, within a frame the
 /// `spatial_merge_size`² merge blocks row-major over the grid, within a block row-major
-/// (transformers `Qwen2VisionTransformerPretrainedModel.rot_pos_emb`). Writes
-/// `t * h * w` entries to `h_out`, `w_out` and returns that count.
+/// (transformers `Qwen2VisionTransformerPretrainedModel.rot_pos_emb`,
+/// `Qwen2_5_VisionTransformerPretrainedModel.rot_pos_emb`). Writes `t * h * w` entries to
+/// `h_out`, `w_out` and returns that count.
+///
+/// This is the order of the patch embeddings as they enter the ViT. Qwen2.5-VL's ViT then
+/// reorders its hidden states by `window_index` (`get_window_index`: merge blocks grouped
+/// into `window_size` windows) and permutes `rotary_pos_emb` with the same index before the
+/// blocks run, so a Qwen2.5-VL runtime that applies this RoPE to the reordered q and k must
+/// apply the same permutation to these positions: slot `b` takes merge block
+/// `window_index[b]` (`spatial_merge_size`² consecutive patches each), as HF's
+/// `rotary_pos_emb[window_index, :, :]`. Qwen2-VL and Qwen3-VL keep this order.
 ///
 /// # Errors
 /// [`RopeError::InvalidPositionLayout`] if `spatial_merge_size` is 0 or does not divide
