@@ -110,7 +110,8 @@ impl MRopeIndex<'_> {
             return Err(layout("second_per_grid_ts values must be finite and >= 0"));
         }
         let tps = self.tokens_per_second;
-        if !steps.is_empty() && !(tps.is_finite() && tps > 0.0) {
+        let tps_ok = tps.is_finite() && tps > 0.0;
+        if !steps.is_empty() && !tps_ok {
             return Err(layout("tokens_per_second must be finite and > 0 with second_per_grid_ts"));
         }
         let fits = |p: u64| u32::try_from(p).map_err(|_| RopeError::PositionOverflow);
@@ -197,7 +198,7 @@ fn t_offset(f: usize, seconds: Option<f32>, tokens_per_second: f32) -> Result<u6
     // Rounded as torch: int64 -> f32 (nearest), `* s` in f32, `* tokens_per_second` in f32.
     let x = (f as f32 * s) * tokens_per_second;
     // `x` is >= 0 or +inf (both factors finite, `tokens_per_second` > 0); `.long()` truncates.
-    if !(x < 4_294_967_296.0) {
+    if x.is_nan() || x >= 4_294_967_296.0 {
         return Err(RopeError::PositionOverflow);
     }
     Ok(x as u64)

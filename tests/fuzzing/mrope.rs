@@ -328,7 +328,7 @@ pub fn check_index(bytes: &[u8]) -> Outcome {
     for _ in 0..r.u8() % 6 {
         let kind = r.u8() % 3;
         // Mostly multiples of the merge size; sometimes anything below 7.
-        let mut side = |r: &mut Input<'_>| match r.u8() {
+        let side = |r: &mut Input<'_>| match r.u8() {
             0..=15 => u32::from(r.u8() % 7),
             b => u32::from(b % 3 + 1) * merge.max(1),
         };
@@ -352,14 +352,13 @@ pub fn check_index(bytes: &[u8]) -> Outcome {
     let mut types = Vec::new();
     let (mut images, mut video_grids) = (Vec::new(), Vec::new());
     for &(kind, g) in &segments {
-        let n = if kind == 0 {
-            g[0]
-        } else if merge == 0 {
-            1
-        } else {
-            g[0] * (g[1] / merge) * (g[2] / merge)
+        // Tokens of the run: a text run's length, a block's grid count (1 if it has none).
+        let n = match (kind, g[1].checked_div(merge), g[2].checked_div(merge)) {
+            (0, _, _) => g[0],
+            (_, Some(h), Some(w)) => g[0] * h * w,
+            _ => 1,
         };
-        types.extend(core::iter::repeat(kind).take(n.max(1) as usize));
+        types.extend(core::iter::repeat_n(kind, n.max(1) as usize));
         match kind {
             1 => images.push(g),
             2 => video_grids.push(g),
@@ -423,7 +422,8 @@ fn index_reference(
     if steps.iter().any(|s| !(*s >= 0.0 && s.is_finite())) {
         return Err(layout);
     }
-    if !steps.is_empty() && !(tps > 0.0 && tps.is_finite()) {
+    let tps_ok = tps > 0.0 && tps.is_finite();
+    if !steps.is_empty() && !tps_ok {
         return Err(layout);
     }
     let fit = |v: i128| u32::try_from(v).map_err(|_| RopeError::PositionOverflow);
