@@ -579,3 +579,35 @@ fn video_t_follows_transformers_f32_arithmetic() {
         assert_eq!(tf, ((f as f32 * s) * 2.0) as u32, "frame {f}");
     }
 }
+
+#[test]
+fn rope_ref_vision_table_is_the_vision_table() {
+    // Review 15 finding 4 (the C ABI's `rope_vision_fill_table` calls this): the per-axis
+    // table of `VisionRope::fill_table`, not the MRoPE table of the same streams.
+    let config = RopeConfig::new(80, 1e4);
+    let vit = VisionRope::new(config.clone()).unwrap();
+    let rope = Rope::new(config).unwrap();
+    let (mut h, mut w) = ([0u32; 24], [0u32; 24]);
+    vision_position_ids([1, 4, 6], 2, &mut h, &mut w).unwrap();
+    let n = 24 * 40;
+    let (mut c0, mut s0, mut c1, mut s1) = (vec![0.0; n], vec![0.0; n], vec![9.0; n], vec![9.0; n]);
+    vit.fill_table([&h, &w], &mut c0, &mut s0).unwrap();
+    rope.as_ref().fill_vision_table([&h, &w], &mut c1, &mut s1).unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!((bits(&c0), bits(&s0)), (bits(&c1), bits(&s1)));
+    let (mut c2, mut s2) = (vec![0.0; n], vec![0.0; n]);
+    rope.as_ref()
+        .fill_mrope_table([&h, &w, &w], [20, 20, 0], MRopeStyle::Sectioned, &mut c2, &mut s2)
+        .unwrap();
+    assert_ne!(bits(&c0), bits(&c2), "the MRoPE table differs from the vision table");
+    // Errors write nothing: a short table, a scaled RoPE.
+    let (mut c3, mut s3) = (vec![9.0; n - 1], vec![9.0; n - 1]);
+    assert!(rope.as_ref().fill_vision_table([&h, &w], &mut c3, &mut s3).is_err());
+    let scaled = Rope::new(RopeConfig::new(80, 1e4).with_scaling(Scaling::Linear { factor: 2.0 })).unwrap();
+    assert!(matches!(
+        scaled.as_ref().fill_vision_table([&h, &w], &mut c1[..], &mut s1[..]),
+        Err(RopeError::UnsupportedScaling { .. })
+    ));
+    assert!(c3.iter().chain(&s3).all(|&v| v == 9.0));
+    assert_eq!(bits(&c1), bits(&c0));
+}
