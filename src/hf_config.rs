@@ -101,7 +101,7 @@ use crate::error::RopeError;
 use crate::freq::{LongRopeParams, Scaling, YarnParams};
 
 mod ops;
-pub use ops::{QkNormKind, QkNormSpec};
+pub use ops::{QkNormKind, QkNormSpec, NO_QK_NORM_TYPES};
 
 /// The attention and RoPE shape of a model, from its `config.json`.
 #[derive(Clone, Debug, PartialEq)]
@@ -527,9 +527,12 @@ impl ModelConfig {
     }
 
     /// Whether layer `layer` applies RoPE: `false` for a NoPE layer of `no_rope_layers` or a
-    /// layer past `num_hidden_layers` (when known).
+    /// layer past `num_hidden_layers` (when known) or past `layer_types`.
     pub fn uses_rope(&self, layer: usize) -> bool {
         if self.num_hidden_layers.is_some_and(|n| layer >= n) {
+            return false;
+        }
+        if !self.layer_types.is_empty() && layer >= self.layer_types.len() {
             return false;
         }
         self.no_rope_layers.as_ref().is_none_or(|v| v.get(layer).copied().unwrap_or(false))
@@ -586,6 +589,22 @@ struct TypeDefaults {
     /// Llama 4: RoPE layers are `chunked_attention`, NoPE layers `full_attention`.
     chunked_on_rope_layers: bool,
     use_qk_norm: Option<bool>,
+    /// Whether (and how) transformers' text model of this type applies MRoPE.
+    mrope: MropeUse,
+}
+
+/// How a text model type uses MRoPE (transformers' modeling files).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MropeUse {
+    /// Plain 1-D RoPE: `mrope_section` / `mrope_interleaved` are errors.
+    Never,
+    /// Qwen2-VL / Qwen2.5-VL: `apply_multimodal_rotary_pos_emb(.., rope_scaling["mrope_section"])`
+    /// needs the section; sectioned; `mrope_interleaved` is not read.
+    Sectioned,
+    /// Qwen3-VL (MoE too): `Qwen3VLTextRotaryEmbedding` reads
+    /// `rope_scaling.get("mrope_section", [24, 20, 20])` and always calls
+    /// `apply_interleaved_mrope`; `mrope_interleaved` is not read.
+    Interleaved,
 }
 
 fn type_defaults(text_model_type: &str) -> TypeDefaults {
@@ -597,6 +616,7 @@ fn type_defaults(text_model_type: &str) -> TypeDefaults {
         no_rope_interval: None,
         chunked_on_rope_layers: false,
         use_qk_norm: None,
+        mrope: MropeUse::Never,
     };
     match text_model_type {
         // `Gemma3TextConfig`: rope_theta=1_000_000.0, rope_local_base_freq=10_000.0,
@@ -621,9 +641,15 @@ fn type_defaults(text_model_type: &str) -> TypeDefaults {
         // `SmolLM3Config`: no_rope_layer_interval=4.
         "smollm3" => d.no_rope_interval = Some(4),
         // `Qwen2VLConfig` / `Qwen2_5_VLConfig` (and their text configs): rope_theta=1000000.0.
-        "qwen2_vl" | "qwen2_vl_text" | "qwen2_5_vl" | "qwen2_5_vl_text" => d.theta = 1e6,
-        // `Qwen3VLTextConfig`: rope_theta=5000000.0.
-        "qwen3_vl" | "qwen3_vl_text" => d.theta = 5e6,
+        "qwen2_vl" | "qwen2_vl_text" | "qwen2_5_vl" | "qwen2_5_vl_text" => {
+            d.theta = 1e6;
+            d.mrope = MropeUse::Sectioned;
+        }
+        // `Qwen3VLTextConfig`, `Qwen3VLMoeTextConfig`: rope_theta=5000000.0.
+        "qwen3_vl" | "qwen3_vl_text" | "qwen3_vl_moe" | "qwen3_vl_moe_text" => {
+            d.theta = 5e6;
+            d.mrope = MropeUse::Interleaved;
+        }
         _ => {}
     }
     d
@@ -705,6 +731,16 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
         }
     }
     let text_model_type = text.str("model_type")?.unwrap_or(&model_type).to_string();
+    if text_model_type.starts_with("gemma3n") || model_type.starts_with("gemma3n") {
+        // HF `Gemma3nTextConfig`: per-layer `layer_types` with KV sharing across layers and
+        // AltUp; its layer pattern is not one this loader represents.
+        return Err(ConfigError::Conflict {
+            field: text.name("model_type"),
+            message: format!(
+                "`{text_model_type}` (Gemma 3n: KV-shared layers, its own layer pattern) is not supported by this loader"
+            ),
+        });
+    }
     let defaults = type_defaults(&text_model_type);
 
     let (heads, heads_key) = text
@@ -758,11 +794,21 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
     if num_hidden_layers.is_some_and(|n| n > MAX_LAYERS) {
         return Err(text.malformed("num_hidden_layers", "an integer in 1..=65536"));
     }
+    // A model type with a per-layer pattern (Gemma 2/3 sliding layers, Llama 4 / SmolLM3
+    // NoPE layers) cannot say which layer is which without the layer count.
+    let has_pattern = ctx.defaults.sliding_pattern.is_some() || ctx.defaults.no_rope_interval.is_some();
+    if has_pattern && num_hidden_layers.is_none() {
+        return Err(ConfigError::Missing { field: text.name("num_hidden_layers") });
+    }
     let no_rope_layers = no_rope_layers_of(&ctx, num_hidden_layers, &mut warnings)?;
     let layer_types = layer_types_of(&ctx, num_hidden_layers, no_rope_layers.as_deref())?;
 
     // The rope dict: transformers 5 `rope_parameters`, else legacy `rope_scaling`.
     let (rope_key, rope_value) = match (text.get("rope_parameters"), text.get("rope_scaling")) {
+        (Some(p), Some(legacy)) => {
+            both_rope_dicts_agree(text, p, legacy)?;
+            ("rope_parameters", Some(p))
+        }
         (Some(v), _) => ("rope_parameters", Some(v)),
         (None, v) => ("rope_scaling", v),
     };
@@ -812,6 +858,17 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
             let layer_type = LayerType::from_hf(name);
             let before_top =
                 if layer_type == LayerType::SlidingAttention { local_theta.clone() } else { None };
+            if let (LayerType::SlidingAttention, Some(local)) =
+                (&layer_type, text.f64("rope_local_base_freq")?)
+            {
+                let entry = Obj { map, prefix: &prefix };
+                if let Some(t) = entry.f64("rope_theta")?.filter(|t| *t != local) {
+                    return Err(ConfigError::Conflict {
+                        field: text.name("rope_local_base_freq"),
+                        message: format!("{local} disagrees with `{}` {t}", entry.name("rope_theta")),
+                    });
+                }
+            }
             let m = rope_of(&ctx, Obj { map, prefix: &prefix }, before_top, &mut warnings)?;
             if !distinct.is_empty() && !distinct.contains(&layer_type) {
                 warnings.push(format!("{rope_prefix}{name}: no layer has this type; ignored"));
@@ -901,6 +958,40 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
         vision,
         warnings,
     })
+}
+
+/// `rope_parameters` and legacy `rope_scaling` side by side: every key both carry must have
+/// one value (`type` beside `rope_type` is the legacy spelling, compared as the rope type).
+fn both_rope_dicts_agree(text: Obj<'_>, params: &Value, legacy: &Value) -> Result<(), ConfigError> {
+    let (Some(p), Some(l)) = (params.as_object(), legacy.as_object()) else {
+        if params != legacy {
+            return Err(ConfigError::Conflict {
+                field: text.name("rope_scaling"),
+                message: format!("differs from `{}`", text.name("rope_parameters")),
+            });
+        }
+        return Ok(());
+    };
+    for (k, v) in l {
+        if v.is_null() {
+            continue;
+        }
+        if let Some(pv) = p.get(k).filter(|pv| !pv.is_null()) {
+            let same = pv == v || (pv.as_f64().is_some() && pv.as_f64() == v.as_f64());
+            if !same {
+                return Err(ConfigError::Conflict {
+                    field: format!("{}.{k}", text.name("rope_scaling")),
+                    message: format!("{v} disagrees with `{}.{k}` {pv}", text.name("rope_parameters")),
+                });
+            }
+        } else if !(k == "type" || k == "rope_type") {
+            return Err(ConfigError::Conflict {
+                field: format!("{}.{k}", text.name("rope_scaling")),
+                message: format!("absent from `{}`, which is read", text.name("rope_parameters")),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `no_rope_layers` (1 or `true`: the layer uses RoPE), or the model type's default
@@ -1070,9 +1161,18 @@ fn rope_of(
             p => Ok(p),
         }
     };
+    let top_prf = partial(text, "partial_rotary_factor")?;
     let prf = match partial(rope, "partial_rotary_factor")? {
-        Some(p) => Some((p, rope.name("partial_rotary_factor"))),
-        None => partial(text, "partial_rotary_factor")?.map(|p| (p, text.name("partial_rotary_factor"))),
+        Some(p) => {
+            if let Some(t) = top_prf.filter(|t| *t != p) {
+                return Err(ConfigError::Conflict {
+                    field: rope.name("partial_rotary_factor"),
+                    message: format!("{p} disagrees with `{}` {t}", text.name("partial_rotary_factor")),
+                });
+            }
+            Some((p, rope.name("partial_rotary_factor")))
+        }
+        None => top_prf.map(|p| (p, text.name("partial_rotary_factor"))),
     };
     let pct = partial(text, "rotary_pct")?.map(|p| (p, text.name("rotary_pct")));
     // `int(head_dim * factor)` as transformers computes it.
@@ -1100,7 +1200,7 @@ fn rope_of(
         (head_dim, ctx.head_src.clone())
     };
 
-    let mrope = mrope_of(ctx, rope, method, is_mrope_type, rotary_dim, &rotary_src)?;
+    let mrope = mrope_of(ctx, rope, is_mrope_type, rotary_dim, &rotary_src, warnings)?;
 
     let reads = keys_read(method);
     for (k, v) in rope.map {
@@ -1125,32 +1225,68 @@ fn rope_of(
     Ok(Mapped { config, scaling_name: spelled.to_string(), mrope })
 }
 
-/// `mrope_section` / `mrope_interleaved` of a rope dict, validated against the rope type,
-/// the layout and `rotary_dim`.
+/// `mrope_section` / `mrope_interleaved` of a rope dict, as the text model type uses them
+/// ([`MropeUse`]), validated against the layout and `rotary_dim`. Any scaling combines
+/// with MRoPE (HF builds `inv_freq` with `ROPE_INIT_FUNCTIONS[rope_type]` first).
 fn mrope_of(
     ctx: &Text<'_>,
     rope: Obj<'_>,
-    method: &str,
     is_mrope_type: bool,
     rotary_dim: usize,
     rotary_src: &str,
+    warnings: &mut Vec<String>,
 ) -> Result<Option<MropeSpec>, ConfigError> {
     let expected = "an array of 3 non-negative integers";
     let section = rope.usize_array("mrope_section", expected)?;
     let interleaved = rope.bool("mrope_interleaved")?;
-    if section.is_none() && !is_mrope_type && interleaved != Some(true) {
-        return Ok(None);
-    }
     let field = rope.name("mrope_section");
-    let section = rope.require("mrope_section", section)?;
-    let [s_t, s_h, s_w] =
-        <[usize; 3]>::try_from(section).map_err(|_| rope.malformed("mrope_section", expected))?;
     let conflict = |message: String| ConfigError::Conflict { field: field.clone(), message };
-    if method != "default" {
-        return Err(conflict(format!(
-            "MRoPE is read with the default frequencies only (rope type `default` or `mrope`), not `{method}`"
-        )));
-    }
+    let interleaved = match ctx.defaults.mrope {
+        MropeUse::Never => {
+            let key = if section.is_some() {
+                Some("mrope_section")
+            } else if interleaved.is_some() {
+                Some("mrope_interleaved")
+            } else if is_mrope_type {
+                Some(if rope.get("rope_type") == Some(&Value::from("mrope")) { "rope_type" } else { "type" })
+            } else {
+                None
+            };
+            let Some(key) = key else { return Ok(None) };
+            return Err(ConfigError::Conflict {
+                field: rope.name(key),
+                message: "MRoPE on a model type whose transformers model applies plain RoPE \
+                          (MRoPE types: qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe)"
+                    .to_string(),
+            });
+        }
+        MropeUse::Sectioned => {
+            if interleaved == Some(true) {
+                warnings.push(format!(
+                    "{}: not read for Qwen2-VL / Qwen2.5-VL (sectioned MRoPE, HF apply_multimodal_rotary_pos_emb); ignored",
+                    rope.name("mrope_interleaved")
+                ));
+            }
+            false
+        }
+        MropeUse::Interleaved => {
+            if interleaved == Some(false) {
+                warnings.push(format!(
+                    "{}: false is not read; Qwen3-VL always interleaves (HF apply_interleaved_mrope); ignored",
+                    rope.name("mrope_interleaved")
+                ));
+            }
+            true
+        }
+    };
+    let [s_t, s_h, s_w] = match section {
+        Some(section) => {
+            <[usize; 3]>::try_from(section).map_err(|_| rope.malformed("mrope_section", expected))?
+        }
+        // HF `Qwen3VLTextRotaryEmbedding`: `.get("mrope_section", [24, 20, 20])`.
+        None if interleaved => [24, 20, 20],
+        None => return Err(ConfigError::Missing { field }),
+    };
     if ctx.layout != Layout::HalfSplit {
         return Err(conflict(
             "MRoPE rotates half-split pairs (HF rotate_half); this model type rotates interleaved pairs"
@@ -1170,7 +1306,6 @@ fn mrope_of(
             "[{s_t}, {s_h}, {s_w}] must sum to rotary_dim / 2 = {pairs} (HF splits cos/sin into these sections)"
         )));
     }
-    let interleaved = interleaved.unwrap_or(false);
     // HF `apply_interleaved_mrope`: h at 1, 4, .. < 3 * s_h and w at 2, 5, .. < 3 * s_w,
     // which must lie inside the pairs.
     if interleaved && (3 * s_h > pairs + 1 || 3 * s_w > pairs) {
@@ -1222,6 +1357,11 @@ fn vision_of(
             });
         }
         theta = d.f64("rope_theta")?.map(|t| (t, d.name("rope_theta")));
+        for (k, v) in dict {
+            if !v.is_null() && !matches!(k.as_str(), "rope_type" | "type" | "rope_theta") {
+                warnings.push(format!("{}: not read for the vision RoPE; ignored", d.name(k)));
+            }
+        }
     }
     let (theta, theta_src) = match theta {
         Some(t) => t,
@@ -1240,6 +1380,9 @@ fn vision_of(
     };
     let width = vis.require(width_key, vis.positive(width_key)?)?;
     let num_heads = vis.require(heads_key, vis.positive(heads_key)?)?;
+    if width % num_heads != 0 {
+        return Err(vis.malformed(width_key, "a multiple of the vision heads (HF: embed_dim // num_heads)"));
+    }
     let head_dim = width / num_heads;
     if head_dim == 0 || head_dim % 4 != 0 {
         return Err(vis.malformed(width_key, "num_heads times a multiple of 4 (two axes of pairs per head)"));

@@ -296,6 +296,13 @@ fn with(extra: &str) -> String {
     format!("{{{BASE}{}{extra}}}", if extra.is_empty() { "" } else { ", " })
 }
 
+/// A Qwen2-VL text part (head_dim 128), the model type that reads `mrope_section`.
+const VL_BASE: &str = r#""model_type": "qwen2_vl", "hidden_size": 4096, "num_attention_heads": 32"#;
+
+fn vl_with(extra: &str) -> String {
+    format!("{{{VL_BASE}{}{extra}}}", if extra.is_empty() { "" } else { ", " })
+}
+
 #[test]
 fn minimal_config_and_spellings() {
     let m = ModelConfig::from_json_str(&with("")).unwrap();
@@ -545,13 +552,13 @@ fn conflict_field(json: &str) -> String {
 /// MRoPE, not plain 1-D RoPE; so are `type: mrope` and Qwen3-VL's interleaved form.
 #[test]
 fn mrope_is_read_in_every_spelling() {
-    let m = ModelConfig::from_json_str(&with(
+    let m = ModelConfig::from_json_str(&vl_with(
         r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}"#,
     ))
     .unwrap();
     assert_eq!(m.mrope, Some(MropeSpec { mrope_section: [16, 24, 24], interleaved: false }));
     assert_eq!((m.rope.scaling.clone(), m.scaling_name.as_str()), (Scaling::None, "mrope"));
-    let m = ModelConfig::from_json_str(&with(
+    let m = ModelConfig::from_json_str(&vl_with(
         r#""rope_parameters": {"rope_type": "default", "mrope_section": [16, 24, 24], "rope_theta": 1e6}"#,
     ))
     .unwrap();
@@ -567,61 +574,60 @@ fn mrope_is_read_in_every_spelling() {
 fn mrope_errors_name_the_field() {
     // Sum of the sections: rotary_dim / 2 = 64.
     assert_eq!(
-        conflict_field(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}"#)),
-        "rope_scaling.mrope_section"
-    );
-    // A scaling type that cannot carry MRoPE.
-    assert_eq!(
-        conflict_field(&with(
-            r#""rope_scaling": {"rope_type": "linear", "factor": 2, "mrope_section": [16, 24, 24]}"#
-        )),
-        "rope_scaling.mrope_section"
-    );
-    assert_eq!(
-        conflict_field(&with(
-            r#""rope_scaling": {"rope_type": "yarn", "type": "mrope", "factor": 2, "original_max_position_embeddings": 4096, "mrope_section": [16, 24, 24]}"#
-        )),
+        conflict_field(&vl_with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}"#)),
         "rope_scaling.mrope_section"
     );
     // A layout that cannot carry it (Llama 4 rotates interleaved pairs).
     assert_eq!(
         conflict_field(
-            r#"{"model_type": "llama4_text", "head_dim": 128, "num_attention_heads": 8,
+            r#"{"model_type": "llama4_text", "head_dim": 128, "num_attention_heads": 8, "num_hidden_layers": 4,
                 "rope_scaling": {"rope_type": "default", "mrope_section": [16, 24, 24]}}"#
         ),
         "rope_scaling.mrope_section"
     );
     // Partial rotary: MRoPE rotates the whole head.
     assert_eq!(
-        conflict_field(&with(
+        conflict_field(&vl_with(
             r#""partial_rotary_factor": 0.5, "rope_scaling": {"type": "mrope", "mrope_section": [8, 12, 12]}"#
         )),
         "rope_scaling.mrope_section"
     );
     // Interleaved sections must fit the 64 pairs: h at 1, 4, .. < 3 * 40.
     assert_eq!(
-        conflict_field(&with(
-            r#""rope_scaling": {"rope_type": "default", "mrope_interleaved": true, "mrope_section": [4, 40, 20]}"#
-        )),
+        conflict_field(
+            &vl_with(r#""rope_scaling": {"rope_type": "default", "mrope_section": [4, 40, 20]}"#)
+                .replacen("qwen2_vl", "qwen3_vl", 1)
+        ),
         "rope_scaling.mrope_section"
     );
     assert_eq!(
-        parse_err(&with(r#""rope_scaling": {"type": "mrope"}"#)),
+        parse_err(&vl_with(r#""rope_scaling": {"type": "mrope"}"#)),
+        missing("rope_scaling.mrope_section")
+    );
+    // Qwen2-VL cannot run without the section (HF indexes `rope_scaling["mrope_section"]`),
+    // whatever the dict says, and without a dict.
+    assert_eq!(
+        parse_err(&vl_with(r#""rope_scaling": {"rope_type": "default", "mrope_interleaved": true}"#)),
+        missing("rope_scaling.mrope_section")
+    );
+    assert_eq!(parse_err(&vl_with("")), missing("rope_scaling.mrope_section"));
+    assert_eq!(
+        parse_err(&vl_with(r#""model_type": "qwen2_5_vl", "rope_scaling": null"#).replacen(
+            r#""model_type": "qwen2_vl", "#,
+            "",
+            1
+        )),
         missing("rope_scaling.mrope_section")
     );
     assert_eq!(
-        parse_err(&with(r#""rope_scaling": {"rope_type": "default", "mrope_interleaved": true}"#)),
-        missing("rope_scaling.mrope_section")
-    );
-    assert_eq!(
-        parse_err(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [32, 32]}"#)),
+        parse_err(&vl_with(r#""rope_scaling": {"type": "mrope", "mrope_section": [32, 32]}"#)),
         malformed("rope_scaling.mrope_section", "an array of 3 non-negative integers")
     );
     assert_eq!(
-        parse_err(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, -24, 24]}"#)),
+        parse_err(&vl_with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, -24, 24]}"#)),
         malformed("rope_scaling.mrope_section", "an array of 3 non-negative integers")
     );
-    let e = parse_err(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}"#));
+    let e = parse_err(&vl_with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}"#));
     assert!(
         e.to_string()
             .starts_with("field `rope_scaling.mrope_section`: [16, 24, 16] must sum to rotary_dim / 2 = 64"),
@@ -635,7 +641,7 @@ fn strictness_errors_name_the_field() {
     assert_eq!(conflict_field(&with(r#""rope_scaling": {"factor": 8}"#)), "rope_scaling.factor");
     assert_eq!(
         conflict_field(
-            r#"{"model_type": "gemma3", "text_config": {"head_dim": 128, "num_attention_heads": 8, "rope_parameters": {"factor": 8}}}"#
+            r#"{"model_type": "gemma3", "text_config": {"head_dim": 128, "num_attention_heads": 8, "num_hidden_layers": 6, "rope_parameters": {"factor": 8}}}"#
         ),
         "text_config.rope_parameters.factor"
     );
@@ -683,15 +689,24 @@ fn unknown_rope_keys_are_warnings() {
     assert_eq!(m.rope.scaling, Scaling::None);
     // A top-level rope dict beside text_config is not read: said so.
     let m = ModelConfig::from_json_str(
-        r#"{"model_type": "qwen2_vl", "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-            "text_config": {"hidden_size": 3584, "num_attention_heads": 28}}"#,
+        r#"{"model_type": "qwen2_vl", "rope_scaling": {"type": "mrope", "mrope_section": [16, 16, 32]},
+            "text_config": {"hidden_size": 4096, "num_attention_heads": 32,
+                            "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}}"#,
     )
     .unwrap();
     assert_eq!(
         m.warnings(),
         ["rope_scaling: at the top level beside text_config; text_config.rope_scaling is read"]
     );
-    assert!(m.mrope.is_none());
+    assert_eq!(m.mrope.map(|s| s.mrope_section), Some([16, 24, 24]));
+    // Without its own, the text part has no section: HF Qwen2-VL cannot run.
+    assert_eq!(
+        parse_err(
+            r#"{"model_type": "qwen2_vl", "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+                "text_config": {"hidden_size": 3584, "num_attention_heads": 28}}"#
+        ),
+        missing("text_config.rope_scaling.mrope_section")
+    );
     // Every shipped config loads without a warning.
     for (file, ..) in EXPECTED {
         assert_eq!(load(file).warnings(), [] as [String; 0], "{file}");
@@ -765,7 +780,7 @@ fn per_layer_type_rope() {
     // Nested names carry the path.
     assert_eq!(
         parse_err(
-            r#"{"model_type": "gemma3", "text_config": {"head_dim": 128, "num_attention_heads": 8, "rope_scaling": {"rope_type": "linear"}}}"#
+            r#"{"model_type": "gemma3", "text_config": {"head_dim": 128, "num_attention_heads": 8, "num_hidden_layers": 6, "rope_scaling": {"rope_type": "linear"}}}"#
         ),
         missing("text_config.rope_scaling.factor")
     );
@@ -831,7 +846,8 @@ fn vision_rope() {
     assert!(m.vision.is_none() && m.warnings().is_empty());
     let qwen = |vision: &str| {
         format!(
-            r#"{{"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28, "vision_config": {vision}}}"#
+            r#"{{"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28,
+                "rope_scaling": {{"type": "mrope", "mrope_section": [16, 24, 24]}}, "vision_config": {vision}}}"#
         )
     };
     assert_eq!(parse_err(&qwen(r#"{"embed_dim": 1280}"#)), missing("vision_config.num_heads"));
