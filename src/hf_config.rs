@@ -984,7 +984,16 @@ fn both_rope_dicts_agree(text: Obj<'_>, params: &Value, legacy: &Value) -> Resul
                     message: format!("{v} disagrees with `{}.{k}` {pv}", text.name("rope_parameters")),
                 });
             }
-        } else if !(k == "type" || k == "rope_type") {
+        } else if k == "type" {
+            // The legacy spelling of the type: against `rope_type` (`mrope` is default + sections).
+            let pt = p.get("rope_type").and_then(Value::as_str).unwrap_or("default");
+            if v.as_str().is_some_and(|t| t != pt && t != "mrope") {
+                return Err(ConfigError::Conflict {
+                    field: format!("{}.type", text.name("rope_scaling")),
+                    message: format!("{v} disagrees with `{}.rope_type` {pt}", text.name("rope_parameters")),
+                });
+            }
+        } else if k != "rope_type" {
             return Err(ConfigError::Conflict {
                 field: format!("{}.{k}", text.name("rope_scaling")),
                 message: format!("absent from `{}`, which is read", text.name("rope_parameters")),
