@@ -20,18 +20,19 @@
 //! | heads | `num_attention_heads`, `n_head` (GPT-J) |
 //! | kv heads | `num_key_value_heads`; default: the heads |
 //! | head_dim | `qk_rope_head_dim` (DeepSeek MLA: the rotary part), `head_dim`, `hidden_size / num_attention_heads` (`n_embd / n_head`) |
-//! | rotary_dim | `rope_type: "proportional"`: head_dim; `qk_rope_head_dim`; `rotary_dim` (GPT-J); `floor(head_dim * partial_rotary_factor)` (in the rope dict or top level; Phi); `floor(head_dim * rotary_pct)` (GPT-NeoX); head_dim. `rotary_dim` beside a `partial_rotary_factor`/`rotary_pct` that gives another value is an error |
+//! | rotary_dim | `rope_type: "proportional"`: head_dim; `qk_rope_head_dim`; `rotary_dim` (GPT-J); `floor(head_dim * partial_rotary_factor)` (in the rope dict or top level; both present and different: an error; Phi); `floor(head_dim * rotary_pct)` (GPT-NeoX); head_dim. `rotary_dim` beside a `partial_rotary_factor`/`rotary_pct` that gives another value is an error |
 //! | theta | `rope_theta` in the rope dict, `rope_theta`, `rotary_emb_base` (GPT-NeoX); default by model type (below) |
-//! | rope dict | `rope_parameters` (transformers 5), `rope_scaling` (legacy); `null` or absent: no scaling; an object of objects keyed by layer type (`{"full_attention": {..}, "sliding_attention": {..}}`): one configuration per layer type |
+//! | rope dict | `rope_parameters` (transformers 5), `rope_scaling` (legacy; beside `rope_parameters`, every key both carry must agree, else an error); `null` or absent: no scaling; an object of objects keyed by layer type (`{"full_attention": {..}, "sliding_attention": {..}}`): one configuration per layer type |
 //! | rope type | `rope_type`, `type` (legacy); default `"default"`; `"su"` is LongRoPE; `"mrope"` is the default frequencies with [`MropeSpec`]; a dict with parameters but no type (`{"factor": 8}`) is an error |
-//! | MRoPE | `mrope_section` `[t, h, w]` and `mrope_interleaved` in the rope dict: [`ModelConfig::mrope`] |
+//! | MRoPE | by text model type, as transformers' modeling files read it ([`ModelConfig::mrope`]; any rope type combines with it): `qwen2_vl`, `qwen2_5_vl` (and `_text`): sectioned, `mrope_section` `[t, h, w]` in the rope dict required (HF indexes `rope_scaling["mrope_section"]`), `mrope_interleaved: true` a warning (not read); `qwen3_vl`, `qwen3_vl_moe` (and `_text`): always interleaved (HF `Qwen3VLTextRotaryEmbedding` calls `apply_interleaved_mrope` and never reads `mrope_interleaved`: `false` is a warning), `mrope_section` default `[24, 20, 20]`; every other type: `mrope_section`, `mrope_interleaved` or rope type `mrope` is an error |
 //! | context | `max_position_embeddings`, `n_positions` (GPT-J); `original_max_position_embeddings` in the rope dict or top level (Phi-3) |
 //! | layout | `gptj`, `deepseek_v2`, `llama4`/`llama4_text` (complex pairs, HF `apply_rotary_emb`), and `deepseek_v3` unless `rope_interleave: false`: [`Layout::Interleaved`]; every other model type [`Layout::HalfSplit`] |
-//! | layers | `num_hidden_layers`; `layer_types`, else the model type's pattern: Gemma 3 `sliding_window_pattern` (`_sliding_window_pattern`; default 6: layer `i` slides unless `(i + 1) % 6 == 0`), Gemma 2 every other layer, Llama 4 `chunked_attention` on RoPE layers and `full_attention` on the others; else every layer `full_attention` |
-//! | per layer type | the keyed rope dict; Gemma 3 (`gemma3_text`): `sliding_attention` layers use `rope_local_base_freq` with no scaling (HF `Gemma3RotaryEmbedding` for local layers), the others the rope dict |
+//! | layers | `num_hidden_layers` (required for the types with a layer pattern: Gemma 2/3, Llama 4, SmolLM3); `layer_types`, else the model type's pattern: Gemma 3 `sliding_window_pattern` (`_sliding_window_pattern`; default 6: layer `i` slides unless `(i + 1) % 6 == 0`), Gemma 2 every other layer, Llama 4 `chunked_attention` on RoPE layers and `full_attention` on the others; else every layer `full_attention` |
+//! | per layer type | the keyed rope dict; Gemma 3 (`gemma3_text`): `sliding_attention` layers use `rope_local_base_freq` with no scaling (HF `Gemma3RotaryEmbedding` for local layers), the others the rope dict; a `rope_local_base_freq` beside a keyed `sliding_attention.rope_theta` must equal it (else an error) |
 //! | no RoPE | `no_rope_layers` (1: the layer uses RoPE); Llama 4 / SmolLM3 when absent or empty: every `no_rope_layer_interval`-th layer (default 4) has none (HF `Llama4TextConfig`) |
 //! | qk norm | `use_qk_norm` (Llama 4 default `true`), `rms_norm_eps` |
-//! | vision | `vision_config` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Llama 4: [`VisionRopeSpec`] |
+//! | vision | `vision_config` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Llama 4: [`VisionRopeSpec`]; the width must be a multiple of the heads; keys of its rope dict other than `rope_type`/`type`/`rope_theta` are warnings |
+//! | refused | Gemma 3n (`gemma3n`, `gemma3n_text`: KV-shared layers and its own layer pattern): [`ConfigError::Conflict`] on `model_type` |
 //!
 //! **Defaults of fields a published file omits**, as transformers' config classes set them:
 //! theta 10000 (`PretrainedConfig` convention, `rope_theta=10000.0` in most classes);
@@ -39,7 +40,8 @@
 //! (`Gemma3TextConfig`); `llama4_text`: theta 5e5, `max_position_embeddings` 131072,
 //! `no_rope_layer_interval` 4, `use_qk_norm` true (`Llama4TextConfig`); `qwen2_vl`,
 //! `qwen2_5_vl` (and their `_text`): theta 1e6 (`Qwen2VLConfig`, `Qwen2_5_VLConfig`);
-//! `qwen3_vl_text`: theta 5e6 (`Qwen3VLTextConfig`); vision RoPE theta 1e4
+//! `qwen3_vl_text`, `qwen3_vl_moe_text`: theta 5e6 (`Qwen3VLTextConfig`,
+//! `Qwen3VLMoeTextConfig`), `mrope_section` [24, 20, 20] (`Qwen3VLTextRotaryEmbedding`); vision RoPE theta 1e4
 //! (`VisionRotaryEmbedding(theta=10000.0)`, `Llama4VisionConfig.rope_theta`).
 //!
 //! Scaling parameters follow transformers `modeling_rope_utils.py`: YaRN's `factor`
@@ -153,8 +155,9 @@ pub struct ModelConfig {
     pub use_qk_norm: Option<bool>,
     /// `rms_norm_eps`, if present (also the eps of per-head q/k norms: Qwen3, Llama 4).
     pub rms_norm_eps: Option<f64>,
-    /// Multimodal RoPE of the text model (Qwen2-VL, Qwen2.5-VL, Qwen3-VL), if the rope
-    /// dict carries `mrope_section`.
+    /// Multimodal RoPE of the text model: `Some` exactly for the MRoPE model types
+    /// (Qwen2-VL and Qwen2.5-VL: sectioned; Qwen3-VL and Qwen3-VL-MoE: interleaved); see
+    /// the module docs.
     pub mrope: Option<MropeSpec>,
     /// The vision encoder's 2-D RoPE, from `vision_config` (Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
     /// Llama 4). `None` for models without a vision encoder or whose encoder has no RoPE
@@ -224,7 +227,7 @@ pub struct LayerRope {
 /// ([`ModelConfig::rope`]; the index is global across sections):
 /// - sectioned (Qwen2-VL, Qwen2.5-VL; HF `apply_multimodal_rotary_pos_emb`): pair `j` uses
 ///   t for `j < s_t`, h for `s_t <= j < s_t + s_h`, w above;
-/// - interleaved (Qwen3-VL, `mrope_interleaved: true`; HF `apply_interleaved_mrope`, ggml
+/// - interleaved (Qwen3-VL, whatever `mrope_interleaved` says; HF `apply_interleaved_mrope`, ggml
 ///   `IMROPE`): pair `j` uses h when `j % 3 == 1 && j < 3 * s_h`, w when
 ///   `j % 3 == 2 && j < 3 * s_w`, t otherwise.
 ///
@@ -234,7 +237,8 @@ pub struct LayerRope {
 pub struct MropeSpec {
     /// `mrope_section` `[s_t, s_h, s_w]`, in pairs; sums to `rotary_dim / 2`.
     pub mrope_section: [usize; 3],
-    /// `mrope_interleaved` (default `false`).
+    /// Interleaved (Qwen3-VL, whatever `mrope_interleaved` says) or sectioned (Qwen2-VL,
+    /// Qwen2.5-VL), by the text model type.
     pub interleaved: bool,
 }
 
@@ -341,9 +345,12 @@ pub enum ConfigError {
         error: RopeError,
     },
     /// A field disagrees with another field or with what the model can carry: `rotary_dim`
-    /// against `partial_rotary_factor`, `mrope_section` that does not sum to
-    /// `rotary_dim / 2` or sits beside a scaling type or layout that cannot carry it, a
-    /// list whose length is not `num_hidden_layers`.
+    /// against `partial_rotary_factor`, the rope dict's `partial_rotary_factor` against the
+    /// top-level one, `rope_scaling` against `rope_parameters`, `rope_local_base_freq`
+    /// against a keyed `sliding_attention` entry, `mrope_section` that does not sum to
+    /// `rotary_dim / 2`, sits beside a layout or partial rotary that cannot carry it, or on
+    /// a model type without MRoPE, a list whose length is not `num_hidden_layers`, a model
+    /// type the loader refuses (Gemma 3n).
     Conflict {
         /// The field.
         field: String,
@@ -518,7 +525,8 @@ impl ModelConfig {
 
     /// What the load ignored, one line per field, e.g. "rope_scaling.foo: not read by rope
     /// type \`linear\`; ignored": keys a rope type does not read, a `type` that differs
-    /// from `rope_type`, `rope_local_base_freq` outside Gemma 3, RoPE fields at the top
+    /// from `rope_type`, `mrope_interleaved` where the model type does not read it,
+    /// keys of the vision rope dict besides its type and theta, `rope_local_base_freq` outside Gemma 3, RoPE fields at the top
     /// level beside a `text_config` that has its own, a keyed rope dict entry no layer has,
     /// a vision encoder whose RoPE is not read. Empty for a file whose every RoPE field was
     /// applied.
