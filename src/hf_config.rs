@@ -27,7 +27,7 @@
 //! | MRoPE | by text model type, as transformers' modeling files read it ([`ModelConfig::mrope`]; any rope type combines with it): `qwen2_vl`, `qwen2_5_vl` (and `_text`): sectioned, `mrope_section` `[t, h, w]` in the rope dict required (HF indexes `rope_scaling["mrope_section"]`), `mrope_interleaved: true` a warning (not read); `qwen3_vl`, `qwen3_vl_moe` (and `_text`): always interleaved (HF `Qwen3VLTextRotaryEmbedding` calls `apply_interleaved_mrope` and never reads `mrope_interleaved`: `false` is a warning), `mrope_section` default `[24, 20, 20]`; every other type: `mrope_section`, `mrope_interleaved` or rope type `mrope` is an error |
 //! | context | `max_position_embeddings`, `n_positions` (GPT-J); `original_max_position_embeddings` in the rope dict or top level (Phi-3) |
 //! | layout | `gptj`, `deepseek_v2`, `llama4`/`llama4_text` (complex pairs, HF `apply_rotary_emb`), and `deepseek_v3` unless `rope_interleave: false`: [`Layout::Interleaved`]; every other model type [`Layout::HalfSplit`] |
-//! | layers | `num_hidden_layers` (required for the types with a layer pattern: Gemma 2/3, Llama 4, SmolLM3); `layer_types`, else the model type's pattern: Gemma 3 `sliding_window_pattern` (`_sliding_window_pattern`; default 6: layer `i` slides unless `(i + 1) % 6 == 0`), Gemma 2 every other layer, Llama 4 `chunked_attention` on RoPE layers and `full_attention` on the others; else every layer `full_attention` |
+//! | layers | `num_hidden_layers` (required for the types with a layer pattern: Gemma 2/3, Llama 4, SmolLM3, Qwen3-Next); `layer_types`, else the model type's pattern: Gemma 3 `sliding_window_pattern` (`_sliding_window_pattern`; default 6: layer `i` slides unless `(i + 1) % 6 == 0`), Gemma 2 every other layer, Qwen3-Next `full_attention` every `full_attention_interval`-th layer (default 4) and `linear_attention` on the others (`Qwen3NextConfig`), Llama 4 `chunked_attention` on RoPE layers and `full_attention` on the others; else every layer `full_attention` |
 //! | per layer type | the keyed rope dict; Gemma 3 (`gemma3_text`): `sliding_attention` layers use `rope_local_base_freq` with no scaling (HF `Gemma3RotaryEmbedding` for local layers), the others the rope dict; a `rope_local_base_freq` beside a keyed `sliding_attention.rope_theta` must equal it (else an error) |
 //! | no RoPE | `no_rope_layers` (1: the layer uses RoPE); Llama 4 / SmolLM3 when absent or empty: every `no_rope_layer_interval`-th layer (default 4) has none (HF `Llama4TextConfig`) |
 //! | qk norm | `use_qk_norm` (Llama 4 default `true`), `rms_norm_eps` |
@@ -591,6 +591,9 @@ struct TypeDefaults {
     local_theta: Option<f64>,
     /// Gemma 2/3: every `pattern`-th layer is full attention, the others slide.
     sliding_pattern: Option<usize>,
+    /// Qwen3-Next: every `interval`-th layer is `full_attention`, the others
+    /// `linear_attention` (`full_attention_interval`).
+    full_attention_interval: Option<usize>,
     max_position_embeddings: Option<u64>,
     /// Llama 4, SmolLM3: every `interval`-th layer has no RoPE.
     no_rope_interval: Option<usize>,
@@ -620,6 +623,7 @@ fn type_defaults(text_model_type: &str) -> TypeDefaults {
         theta: 10_000.0,
         local_theta: None,
         sliding_pattern: None,
+        full_attention_interval: None,
         max_position_embeddings: None,
         no_rope_interval: None,
         chunked_on_rope_layers: false,
@@ -637,6 +641,9 @@ fn type_defaults(text_model_type: &str) -> TypeDefaults {
         }
         // `Gemma2Config`: layer i slides when (i + 1) % 2 != 0.
         "gemma2" => d.sliding_pattern = Some(2),
+        // `Qwen3NextConfig`: full_attention_interval=4; layer i is linear attention unless
+        // (i + 1) % 4 == 0.
+        "qwen3_next" => d.full_attention_interval = Some(4),
         // `Llama4TextConfig`: rope_theta=500000, max_position_embeddings=4096 * 32,
         // no_rope_layer_interval=4, use_qk_norm=True.
         "llama4_text" | "llama4" => {
@@ -804,7 +811,9 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
     }
     // A model type with a per-layer pattern (Gemma 2/3 sliding layers, Llama 4 / SmolLM3
     // NoPE layers) cannot say which layer is which without the layer count.
-    let has_pattern = ctx.defaults.sliding_pattern.is_some() || ctx.defaults.no_rope_interval.is_some();
+    let has_pattern = ctx.defaults.sliding_pattern.is_some()
+        || ctx.defaults.no_rope_interval.is_some()
+        || ctx.defaults.full_attention_interval.is_some();
     if has_pattern && num_hidden_layers.is_none() {
         return Err(ConfigError::Missing { field: text.name("num_hidden_layers") });
     }
@@ -1102,6 +1111,18 @@ fn layer_types_of(
                     }
                 },
             )
+            .collect());
+    }
+    if let Some(default_interval) = ctx.defaults.full_attention_interval {
+        let interval = text.positive("full_attention_interval")?.unwrap_or(default_interval);
+        return Ok((0..n)
+            .map(|i| {
+                if (i + 1) % interval != 0 {
+                    LayerType::Other("linear_attention".to_string())
+                } else {
+                    LayerType::FullAttention
+                }
+            })
             .collect());
     }
     if let (true, Some(uses)) = (ctx.defaults.chunked_on_rope_layers, no_rope_layers) {

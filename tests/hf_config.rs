@@ -1005,6 +1005,19 @@ fn review_qk_norm_of_unknown_types() {
     assert_eq!((spec.kind, spec.eps), (QkNormKind::RmsBefore(WeightOffset::One), 1e-6));
     assert_eq!(next.qk_norm_for_layer(0).unwrap(), None);
     assert_eq!(next.qk_norm_for_layer(3).unwrap(), Some(spec));
+    // Without `layer_types`: HF `Qwen3NextConfig`'s pattern (full attention every 4th layer).
+    let next = ModelConfig::from_json_str(
+        r#"{"model_type": "qwen3_next", "head_dim": 256, "num_attention_heads": 16, "num_hidden_layers": 8}"#,
+    )
+    .unwrap();
+    let full: Vec<usize> = next.layers_of_type(&LayerType::FullAttention).collect();
+    assert_eq!(full, [3, 7]);
+    assert_eq!(next.qk_norm_for_layer(2).unwrap(), None);
+    assert!(next.qk_norm_for_layer(7).unwrap().is_some());
+    assert_eq!(
+        parse_err(r#"{"model_type": "qwen3_next", "head_dim": 256, "num_attention_heads": 16}"#),
+        missing("num_hidden_layers")
+    );
     for name in ["llama-3.1-8b.json", "mistral-7b-v0.1.json", "qwen2-vl-7b-instruct-published.json"] {
         assert_eq!(load(name).qk_norm().unwrap(), None, "{name}");
     }
