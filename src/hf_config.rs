@@ -20,18 +20,19 @@
 //! | heads | `num_attention_heads`, `n_head` (GPT-J) |
 //! | kv heads | `num_key_value_heads`; default: the heads |
 //! | head_dim | `qk_rope_head_dim` (DeepSeek MLA: the rotary part), `head_dim`, `hidden_size / num_attention_heads` (`n_embd / n_head`) |
-//! | rotary_dim | `rope_type: "proportional"`: head_dim; `qk_rope_head_dim`; `rotary_dim` (GPT-J); `floor(head_dim * partial_rotary_factor)` (in the rope dict or top level; Phi); `floor(head_dim * rotary_pct)` (GPT-NeoX); head_dim. `rotary_dim` beside a `partial_rotary_factor`/`rotary_pct` that gives another value is an error |
+//! | rotary_dim | `rope_type: "proportional"`: head_dim; `qk_rope_head_dim`; `rotary_dim` (GPT-J); `floor(head_dim * partial_rotary_factor)` (in the rope dict or top level; both present and different: an error; Phi); `floor(head_dim * rotary_pct)` (GPT-NeoX); head_dim. `rotary_dim` beside a `partial_rotary_factor`/`rotary_pct` that gives another value is an error |
 //! | theta | `rope_theta` in the rope dict, `rope_theta`, `rotary_emb_base` (GPT-NeoX); default by model type (below) |
-//! | rope dict | `rope_parameters` (transformers 5), `rope_scaling` (legacy); `null` or absent: no scaling; an object of objects keyed by layer type (`{"full_attention": {..}, "sliding_attention": {..}}`): one configuration per layer type |
+//! | rope dict | `rope_parameters` (transformers 5), `rope_scaling` (legacy; beside `rope_parameters`, every key both carry must agree, else an error); `null` or absent: no scaling; an object of objects keyed by layer type (`{"full_attention": {..}, "sliding_attention": {..}}`): one configuration per layer type |
 //! | rope type | `rope_type`, `type` (legacy); default `"default"`; `"su"` is LongRoPE; `"mrope"` is the default frequencies with [`MropeSpec`]; a dict with parameters but no type (`{"factor": 8}`) is an error |
-//! | MRoPE | `mrope_section` `[t, h, w]` and `mrope_interleaved` in the rope dict: [`ModelConfig::mrope`] |
+//! | MRoPE | by text model type, as transformers' modeling files read it ([`ModelConfig::mrope`]; any rope type combines with it): `qwen2_vl`, `qwen2_5_vl` (and `_text`): sectioned, `mrope_section` `[t, h, w]` in the rope dict required (HF indexes `rope_scaling["mrope_section"]`), `mrope_interleaved: true` a warning (not read); `qwen3_vl`, `qwen3_vl_moe` (and `_text`): always interleaved (HF `Qwen3VLTextRotaryEmbedding` calls `apply_interleaved_mrope` and never reads `mrope_interleaved`: `false` is a warning), `mrope_section` default `[24, 20, 20]`; every other type: `mrope_section`, `mrope_interleaved` or rope type `mrope` is an error |
 //! | context | `max_position_embeddings`, `n_positions` (GPT-J); `original_max_position_embeddings` in the rope dict or top level (Phi-3) |
 //! | layout | `gptj`, `deepseek_v2`, `llama4`/`llama4_text` (complex pairs, HF `apply_rotary_emb`), and `deepseek_v3` unless `rope_interleave: false`: [`Layout::Interleaved`]; every other model type [`Layout::HalfSplit`] |
-//! | layers | `num_hidden_layers`; `layer_types`, else the model type's pattern: Gemma 3 `sliding_window_pattern` (`_sliding_window_pattern`; default 6: layer `i` slides unless `(i + 1) % 6 == 0`), Gemma 2 every other layer, Llama 4 `chunked_attention` on RoPE layers and `full_attention` on the others; else every layer `full_attention` |
-//! | per layer type | the keyed rope dict; Gemma 3 (`gemma3_text`): `sliding_attention` layers use `rope_local_base_freq` with no scaling (HF `Gemma3RotaryEmbedding` for local layers), the others the rope dict |
+//! | layers | `num_hidden_layers` (required for the types with a layer pattern: Gemma 2/3, Llama 4, SmolLM3, Qwen3-Next); `layer_types`, else the model type's pattern: Gemma 3 `sliding_window_pattern` (`_sliding_window_pattern`; default 6: layer `i` slides unless `(i + 1) % 6 == 0`), Gemma 2 every other layer, Qwen3-Next `full_attention` every `full_attention_interval`-th layer (default 4) and `linear_attention` on the others (`Qwen3NextConfig`), Llama 4 `chunked_attention` on RoPE layers and `full_attention` on the others; else every layer `full_attention` |
+//! | per layer type | the keyed rope dict; Gemma 3 (`gemma3_text`): `sliding_attention` layers use `rope_local_base_freq` with no scaling (HF `Gemma3RotaryEmbedding` for local layers), the others the rope dict; a `rope_local_base_freq` beside a keyed `sliding_attention.rope_theta` must equal it (else an error) |
 //! | no RoPE | `no_rope_layers` (1: the layer uses RoPE); Llama 4 / SmolLM3 when absent or empty: every `no_rope_layer_interval`-th layer (default 4) has none (HF `Llama4TextConfig`) |
 //! | qk norm | `use_qk_norm` (Llama 4 default `true`), `rms_norm_eps` |
-//! | vision | `vision_config` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Llama 4: [`VisionRopeSpec`] |
+//! | vision | `vision_config` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Llama 4: [`VisionRopeSpec`]; the width must be a multiple of the heads; keys of its rope dict other than `rope_type`/`type`/`rope_theta` are warnings |
+//! | refused | Gemma 3n (`gemma3n`, `gemma3n_text`: KV-shared layers and its own layer pattern): [`ConfigError::Conflict`] on `model_type` |
 //!
 //! **Defaults of fields a published file omits**, as transformers' config classes set them:
 //! theta 10000 (`PretrainedConfig` convention, `rope_theta=10000.0` in most classes);
@@ -39,7 +40,8 @@
 //! (`Gemma3TextConfig`); `llama4_text`: theta 5e5, `max_position_embeddings` 131072,
 //! `no_rope_layer_interval` 4, `use_qk_norm` true (`Llama4TextConfig`); `qwen2_vl`,
 //! `qwen2_5_vl` (and their `_text`): theta 1e6 (`Qwen2VLConfig`, `Qwen2_5_VLConfig`);
-//! `qwen3_vl_text`: theta 5e6 (`Qwen3VLTextConfig`); vision RoPE theta 1e4
+//! `qwen3_vl_text`, `qwen3_vl_moe_text`: theta 5e6 (`Qwen3VLTextConfig`,
+//! `Qwen3VLMoeTextConfig`), `mrope_section` [24, 20, 20] (`Qwen3VLTextRotaryEmbedding`); vision RoPE theta 1e4
 //! (`VisionRotaryEmbedding(theta=10000.0)`, `Llama4VisionConfig.rope_theta`).
 //!
 //! Scaling parameters follow transformers `modeling_rope_utils.py`: YaRN's `factor`
@@ -101,7 +103,7 @@ use crate::error::RopeError;
 use crate::freq::{LongRopeParams, Scaling, YarnParams};
 
 mod ops;
-pub use ops::{QkNormKind, QkNormSpec};
+pub use ops::{QkNormKind, QkNormSpec, NO_QK_NORM_TYPES};
 
 /// The attention and RoPE shape of a model, from its `config.json`.
 #[derive(Clone, Debug, PartialEq)]
@@ -153,8 +155,9 @@ pub struct ModelConfig {
     pub use_qk_norm: Option<bool>,
     /// `rms_norm_eps`, if present (also the eps of per-head q/k norms: Qwen3, Llama 4).
     pub rms_norm_eps: Option<f64>,
-    /// Multimodal RoPE of the text model (Qwen2-VL, Qwen2.5-VL, Qwen3-VL), if the rope
-    /// dict carries `mrope_section`.
+    /// Multimodal RoPE of the text model: `Some` exactly for the MRoPE model types
+    /// (Qwen2-VL and Qwen2.5-VL: sectioned; Qwen3-VL and Qwen3-VL-MoE: interleaved); see
+    /// the module docs.
     pub mrope: Option<MropeSpec>,
     /// The vision encoder's 2-D RoPE, from `vision_config` (Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
     /// Llama 4). `None` for models without a vision encoder or whose encoder has no RoPE
@@ -224,7 +227,7 @@ pub struct LayerRope {
 /// ([`ModelConfig::rope`]; the index is global across sections):
 /// - sectioned (Qwen2-VL, Qwen2.5-VL; HF `apply_multimodal_rotary_pos_emb`): pair `j` uses
 ///   t for `j < s_t`, h for `s_t <= j < s_t + s_h`, w above;
-/// - interleaved (Qwen3-VL, `mrope_interleaved: true`; HF `apply_interleaved_mrope`, ggml
+/// - interleaved (Qwen3-VL, whatever `mrope_interleaved` says; HF `apply_interleaved_mrope`, ggml
 ///   `IMROPE`): pair `j` uses h when `j % 3 == 1 && j < 3 * s_h`, w when
 ///   `j % 3 == 2 && j < 3 * s_w`, t otherwise.
 ///
@@ -234,7 +237,8 @@ pub struct LayerRope {
 pub struct MropeSpec {
     /// `mrope_section` `[s_t, s_h, s_w]`, in pairs; sums to `rotary_dim / 2`.
     pub mrope_section: [usize; 3],
-    /// `mrope_interleaved` (default `false`).
+    /// Interleaved (Qwen3-VL, whatever `mrope_interleaved` says) or sectioned (Qwen2-VL,
+    /// Qwen2.5-VL), by the text model type.
     pub interleaved: bool,
 }
 
@@ -341,9 +345,12 @@ pub enum ConfigError {
         error: RopeError,
     },
     /// A field disagrees with another field or with what the model can carry: `rotary_dim`
-    /// against `partial_rotary_factor`, `mrope_section` that does not sum to
-    /// `rotary_dim / 2` or sits beside a scaling type or layout that cannot carry it, a
-    /// list whose length is not `num_hidden_layers`.
+    /// against `partial_rotary_factor`, the rope dict's `partial_rotary_factor` against the
+    /// top-level one, `rope_scaling` against `rope_parameters`, `rope_local_base_freq`
+    /// against a keyed `sliding_attention` entry, `mrope_section` that does not sum to
+    /// `rotary_dim / 2`, sits beside a layout or partial rotary that cannot carry it, or on
+    /// a model type without MRoPE, a list whose length is not `num_hidden_layers`, a model
+    /// type the loader refuses (Gemma 3n).
     Conflict {
         /// The field.
         field: String,
@@ -518,7 +525,8 @@ impl ModelConfig {
 
     /// What the load ignored, one line per field, e.g. "rope_scaling.foo: not read by rope
     /// type \`linear\`; ignored": keys a rope type does not read, a `type` that differs
-    /// from `rope_type`, `rope_local_base_freq` outside Gemma 3, RoPE fields at the top
+    /// from `rope_type`, `mrope_interleaved` where the model type does not read it,
+    /// keys of the vision rope dict besides its type and theta, `rope_local_base_freq` outside Gemma 3, RoPE fields at the top
     /// level beside a `text_config` that has its own, a keyed rope dict entry no layer has,
     /// a vision encoder whose RoPE is not read. Empty for a file whose every RoPE field was
     /// applied.
@@ -527,9 +535,12 @@ impl ModelConfig {
     }
 
     /// Whether layer `layer` applies RoPE: `false` for a NoPE layer of `no_rope_layers` or a
-    /// layer past `num_hidden_layers` (when known).
+    /// layer past `num_hidden_layers` (when known) or past `layer_types`.
     pub fn uses_rope(&self, layer: usize) -> bool {
         if self.num_hidden_layers.is_some_and(|n| layer >= n) {
+            return false;
+        }
+        if !self.layer_types.is_empty() && layer >= self.layer_types.len() {
             return false;
         }
         self.no_rope_layers.as_ref().is_none_or(|v| v.get(layer).copied().unwrap_or(false))
@@ -580,12 +591,31 @@ struct TypeDefaults {
     local_theta: Option<f64>,
     /// Gemma 2/3: every `pattern`-th layer is full attention, the others slide.
     sliding_pattern: Option<usize>,
+    /// Qwen3-Next: every `interval`-th layer is `full_attention`, the others
+    /// `linear_attention` (`full_attention_interval`).
+    full_attention_interval: Option<usize>,
     max_position_embeddings: Option<u64>,
     /// Llama 4, SmolLM3: every `interval`-th layer has no RoPE.
     no_rope_interval: Option<usize>,
     /// Llama 4: RoPE layers are `chunked_attention`, NoPE layers `full_attention`.
     chunked_on_rope_layers: bool,
     use_qk_norm: Option<bool>,
+    /// Whether (and how) transformers' text model of this type applies MRoPE.
+    mrope: MropeUse,
+}
+
+/// How a text model type uses MRoPE (transformers' modeling files).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MropeUse {
+    /// Plain 1-D RoPE: `mrope_section` / `mrope_interleaved` are errors.
+    Never,
+    /// Qwen2-VL / Qwen2.5-VL: `apply_multimodal_rotary_pos_emb(.., rope_scaling["mrope_section"])`
+    /// needs the section; sectioned; `mrope_interleaved` is not read.
+    Sectioned,
+    /// Qwen3-VL (MoE too): `Qwen3VLTextRotaryEmbedding` reads
+    /// `rope_scaling.get("mrope_section", [24, 20, 20])` and always calls
+    /// `apply_interleaved_mrope`; `mrope_interleaved` is not read.
+    Interleaved,
 }
 
 fn type_defaults(text_model_type: &str) -> TypeDefaults {
@@ -593,10 +623,12 @@ fn type_defaults(text_model_type: &str) -> TypeDefaults {
         theta: 10_000.0,
         local_theta: None,
         sliding_pattern: None,
+        full_attention_interval: None,
         max_position_embeddings: None,
         no_rope_interval: None,
         chunked_on_rope_layers: false,
         use_qk_norm: None,
+        mrope: MropeUse::Never,
     };
     match text_model_type {
         // `Gemma3TextConfig`: rope_theta=1_000_000.0, rope_local_base_freq=10_000.0,
@@ -609,6 +641,9 @@ fn type_defaults(text_model_type: &str) -> TypeDefaults {
         }
         // `Gemma2Config`: layer i slides when (i + 1) % 2 != 0.
         "gemma2" => d.sliding_pattern = Some(2),
+        // `Qwen3NextConfig`: full_attention_interval=4; layer i is linear attention unless
+        // (i + 1) % 4 == 0.
+        "qwen3_next" => d.full_attention_interval = Some(4),
         // `Llama4TextConfig`: rope_theta=500000, max_position_embeddings=4096 * 32,
         // no_rope_layer_interval=4, use_qk_norm=True.
         "llama4_text" | "llama4" => {
@@ -621,9 +656,15 @@ fn type_defaults(text_model_type: &str) -> TypeDefaults {
         // `SmolLM3Config`: no_rope_layer_interval=4.
         "smollm3" => d.no_rope_interval = Some(4),
         // `Qwen2VLConfig` / `Qwen2_5_VLConfig` (and their text configs): rope_theta=1000000.0.
-        "qwen2_vl" | "qwen2_vl_text" | "qwen2_5_vl" | "qwen2_5_vl_text" => d.theta = 1e6,
-        // `Qwen3VLTextConfig`: rope_theta=5000000.0.
-        "qwen3_vl" | "qwen3_vl_text" => d.theta = 5e6,
+        "qwen2_vl" | "qwen2_vl_text" | "qwen2_5_vl" | "qwen2_5_vl_text" => {
+            d.theta = 1e6;
+            d.mrope = MropeUse::Sectioned;
+        }
+        // `Qwen3VLTextConfig`, `Qwen3VLMoeTextConfig`: rope_theta=5000000.0.
+        "qwen3_vl" | "qwen3_vl_text" | "qwen3_vl_moe" | "qwen3_vl_moe_text" => {
+            d.theta = 5e6;
+            d.mrope = MropeUse::Interleaved;
+        }
         _ => {}
     }
     d
@@ -705,6 +746,16 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
         }
     }
     let text_model_type = text.str("model_type")?.unwrap_or(&model_type).to_string();
+    if text_model_type.starts_with("gemma3n") || model_type.starts_with("gemma3n") {
+        // HF `Gemma3nTextConfig`: per-layer `layer_types` with KV sharing across layers and
+        // AltUp; its layer pattern is not one this loader represents.
+        return Err(ConfigError::Conflict {
+            field: text.name("model_type"),
+            message: format!(
+                "`{text_model_type}` (Gemma 3n: KV-shared layers, its own layer pattern) is not supported by this loader"
+            ),
+        });
+    }
     let defaults = type_defaults(&text_model_type);
 
     let (heads, heads_key) = text
@@ -758,11 +809,23 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
     if num_hidden_layers.is_some_and(|n| n > MAX_LAYERS) {
         return Err(text.malformed("num_hidden_layers", "an integer in 1..=65536"));
     }
+    // A model type with a per-layer pattern (Gemma 2/3 sliding layers, Llama 4 / SmolLM3
+    // NoPE layers) cannot say which layer is which without the layer count.
+    let has_pattern = ctx.defaults.sliding_pattern.is_some()
+        || ctx.defaults.no_rope_interval.is_some()
+        || ctx.defaults.full_attention_interval.is_some();
+    if has_pattern && num_hidden_layers.is_none() {
+        return Err(ConfigError::Missing { field: text.name("num_hidden_layers") });
+    }
     let no_rope_layers = no_rope_layers_of(&ctx, num_hidden_layers, &mut warnings)?;
     let layer_types = layer_types_of(&ctx, num_hidden_layers, no_rope_layers.as_deref())?;
 
     // The rope dict: transformers 5 `rope_parameters`, else legacy `rope_scaling`.
     let (rope_key, rope_value) = match (text.get("rope_parameters"), text.get("rope_scaling")) {
+        (Some(p), Some(legacy)) => {
+            both_rope_dicts_agree(text, p, legacy)?;
+            ("rope_parameters", Some(p))
+        }
         (Some(v), _) => ("rope_parameters", Some(v)),
         (None, v) => ("rope_scaling", v),
     };
@@ -812,6 +875,17 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
             let layer_type = LayerType::from_hf(name);
             let before_top =
                 if layer_type == LayerType::SlidingAttention { local_theta.clone() } else { None };
+            if let (LayerType::SlidingAttention, Some(local)) =
+                (&layer_type, text.f64("rope_local_base_freq")?)
+            {
+                let entry = Obj { map, prefix: &prefix };
+                if let Some(t) = entry.f64("rope_theta")?.filter(|t| *t != local) {
+                    return Err(ConfigError::Conflict {
+                        field: text.name("rope_local_base_freq"),
+                        message: format!("{local} disagrees with `{}` {t}", entry.name("rope_theta")),
+                    });
+                }
+            }
             let m = rope_of(&ctx, Obj { map, prefix: &prefix }, before_top, &mut warnings)?;
             if !distinct.is_empty() && !distinct.contains(&layer_type) {
                 warnings.push(format!("{rope_prefix}{name}: no layer has this type; ignored"));
@@ -901,6 +975,49 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
         vision,
         warnings,
     })
+}
+
+/// `rope_parameters` and legacy `rope_scaling` side by side: every key both carry must have
+/// one value (`type` beside `rope_type` is the legacy spelling, compared as the rope type).
+fn both_rope_dicts_agree(text: Obj<'_>, params: &Value, legacy: &Value) -> Result<(), ConfigError> {
+    let (Some(p), Some(l)) = (params.as_object(), legacy.as_object()) else {
+        if params != legacy {
+            return Err(ConfigError::Conflict {
+                field: text.name("rope_scaling"),
+                message: format!("differs from `{}`", text.name("rope_parameters")),
+            });
+        }
+        return Ok(());
+    };
+    for (k, v) in l {
+        if v.is_null() {
+            continue;
+        }
+        if let Some(pv) = p.get(k).filter(|pv| !pv.is_null()) {
+            let same = pv == v || (pv.as_f64().is_some() && pv.as_f64() == v.as_f64());
+            if !same {
+                return Err(ConfigError::Conflict {
+                    field: format!("{}.{k}", text.name("rope_scaling")),
+                    message: format!("{v} disagrees with `{}.{k}` {pv}", text.name("rope_parameters")),
+                });
+            }
+        } else if k == "type" {
+            // The legacy spelling of the type: against `rope_type` (`mrope` is default + sections).
+            let pt = p.get("rope_type").and_then(Value::as_str).unwrap_or("default");
+            if v.as_str().is_some_and(|t| t != pt && t != "mrope") {
+                return Err(ConfigError::Conflict {
+                    field: format!("{}.type", text.name("rope_scaling")),
+                    message: format!("{v} disagrees with `{}.rope_type` {pt}", text.name("rope_parameters")),
+                });
+            }
+        } else if k != "rope_type" {
+            return Err(ConfigError::Conflict {
+                field: format!("{}.{k}", text.name("rope_scaling")),
+                message: format!("absent from `{}`, which is read", text.name("rope_parameters")),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `no_rope_layers` (1 or `true`: the layer uses RoPE), or the model type's default
@@ -996,6 +1113,18 @@ fn layer_types_of(
             )
             .collect());
     }
+    if let Some(default_interval) = ctx.defaults.full_attention_interval {
+        let interval = text.positive("full_attention_interval")?.unwrap_or(default_interval);
+        return Ok((0..n)
+            .map(|i| {
+                if (i + 1) % interval != 0 {
+                    LayerType::Other("linear_attention".to_string())
+                } else {
+                    LayerType::FullAttention
+                }
+            })
+            .collect());
+    }
     if let (true, Some(uses)) = (ctx.defaults.chunked_on_rope_layers, no_rope_layers) {
         return Ok(uses
             .iter()
@@ -1070,9 +1199,18 @@ fn rope_of(
             p => Ok(p),
         }
     };
+    let top_prf = partial(text, "partial_rotary_factor")?;
     let prf = match partial(rope, "partial_rotary_factor")? {
-        Some(p) => Some((p, rope.name("partial_rotary_factor"))),
-        None => partial(text, "partial_rotary_factor")?.map(|p| (p, text.name("partial_rotary_factor"))),
+        Some(p) => {
+            if let Some(t) = top_prf.filter(|t| *t != p) {
+                return Err(ConfigError::Conflict {
+                    field: rope.name("partial_rotary_factor"),
+                    message: format!("{p} disagrees with `{}` {t}", text.name("partial_rotary_factor")),
+                });
+            }
+            Some((p, rope.name("partial_rotary_factor")))
+        }
+        None => top_prf.map(|p| (p, text.name("partial_rotary_factor"))),
     };
     let pct = partial(text, "rotary_pct")?.map(|p| (p, text.name("rotary_pct")));
     // `int(head_dim * factor)` as transformers computes it.
@@ -1100,7 +1238,7 @@ fn rope_of(
         (head_dim, ctx.head_src.clone())
     };
 
-    let mrope = mrope_of(ctx, rope, method, is_mrope_type, rotary_dim, &rotary_src)?;
+    let mrope = mrope_of(ctx, rope, is_mrope_type, rotary_dim, &rotary_src, warnings)?;
 
     let reads = keys_read(method);
     for (k, v) in rope.map {
@@ -1125,32 +1263,68 @@ fn rope_of(
     Ok(Mapped { config, scaling_name: spelled.to_string(), mrope })
 }
 
-/// `mrope_section` / `mrope_interleaved` of a rope dict, validated against the rope type,
-/// the layout and `rotary_dim`.
+/// `mrope_section` / `mrope_interleaved` of a rope dict, as the text model type uses them
+/// ([`MropeUse`]), validated against the layout and `rotary_dim`. Any scaling combines
+/// with MRoPE (HF builds `inv_freq` with `ROPE_INIT_FUNCTIONS[rope_type]` first).
 fn mrope_of(
     ctx: &Text<'_>,
     rope: Obj<'_>,
-    method: &str,
     is_mrope_type: bool,
     rotary_dim: usize,
     rotary_src: &str,
+    warnings: &mut Vec<String>,
 ) -> Result<Option<MropeSpec>, ConfigError> {
     let expected = "an array of 3 non-negative integers";
     let section = rope.usize_array("mrope_section", expected)?;
     let interleaved = rope.bool("mrope_interleaved")?;
-    if section.is_none() && !is_mrope_type && interleaved != Some(true) {
-        return Ok(None);
-    }
     let field = rope.name("mrope_section");
-    let section = rope.require("mrope_section", section)?;
-    let [s_t, s_h, s_w] =
-        <[usize; 3]>::try_from(section).map_err(|_| rope.malformed("mrope_section", expected))?;
     let conflict = |message: String| ConfigError::Conflict { field: field.clone(), message };
-    if method != "default" {
-        return Err(conflict(format!(
-            "MRoPE is read with the default frequencies only (rope type `default` or `mrope`), not `{method}`"
-        )));
-    }
+    let interleaved = match ctx.defaults.mrope {
+        MropeUse::Never => {
+            let key = if section.is_some() {
+                Some("mrope_section")
+            } else if interleaved.is_some() {
+                Some("mrope_interleaved")
+            } else if is_mrope_type {
+                Some(if rope.get("rope_type") == Some(&Value::from("mrope")) { "rope_type" } else { "type" })
+            } else {
+                None
+            };
+            let Some(key) = key else { return Ok(None) };
+            return Err(ConfigError::Conflict {
+                field: rope.name(key),
+                message: "MRoPE on a model type whose transformers model applies plain RoPE \
+                          (MRoPE types: qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe)"
+                    .to_string(),
+            });
+        }
+        MropeUse::Sectioned => {
+            if interleaved == Some(true) {
+                warnings.push(format!(
+                    "{}: not read for Qwen2-VL / Qwen2.5-VL (sectioned MRoPE, HF apply_multimodal_rotary_pos_emb); ignored",
+                    rope.name("mrope_interleaved")
+                ));
+            }
+            false
+        }
+        MropeUse::Interleaved => {
+            if interleaved == Some(false) {
+                warnings.push(format!(
+                    "{}: false is not read; Qwen3-VL always interleaves (HF apply_interleaved_mrope); ignored",
+                    rope.name("mrope_interleaved")
+                ));
+            }
+            true
+        }
+    };
+    let [s_t, s_h, s_w] = match section {
+        Some(section) => {
+            <[usize; 3]>::try_from(section).map_err(|_| rope.malformed("mrope_section", expected))?
+        }
+        // HF `Qwen3VLTextRotaryEmbedding`: `.get("mrope_section", [24, 20, 20])`.
+        None if interleaved => [24, 20, 20],
+        None => return Err(ConfigError::Missing { field }),
+    };
     if ctx.layout != Layout::HalfSplit {
         return Err(conflict(
             "MRoPE rotates half-split pairs (HF rotate_half); this model type rotates interleaved pairs"
@@ -1170,7 +1344,6 @@ fn mrope_of(
             "[{s_t}, {s_h}, {s_w}] must sum to rotary_dim / 2 = {pairs} (HF splits cos/sin into these sections)"
         )));
     }
-    let interleaved = interleaved.unwrap_or(false);
     // HF `apply_interleaved_mrope`: h at 1, 4, .. < 3 * s_h and w at 2, 5, .. < 3 * s_w,
     // which must lie inside the pairs.
     if interleaved && (3 * s_h > pairs + 1 || 3 * s_w > pairs) {
@@ -1222,6 +1395,11 @@ fn vision_of(
             });
         }
         theta = d.f64("rope_theta")?.map(|t| (t, d.name("rope_theta")));
+        for (k, v) in dict {
+            if !v.is_null() && !matches!(k.as_str(), "rope_type" | "type" | "rope_theta") {
+                warnings.push(format!("{}: not read for the vision RoPE; ignored", d.name(k)));
+            }
+        }
     }
     let (theta, theta_src) = match theta {
         Some(t) => t,
@@ -1240,6 +1418,9 @@ fn vision_of(
     };
     let width = vis.require(width_key, vis.positive(width_key)?)?;
     let num_heads = vis.require(heads_key, vis.positive(heads_key)?)?;
+    if width % num_heads != 0 {
+        return Err(vis.malformed(width_key, "a multiple of the vision heads (HF: embed_dim // num_heads)"));
+    }
     let head_dim = width / num_heads;
     if head_dim == 0 || head_dim % 4 != 0 {
         return Err(vis.malformed(width_key, "num_heads times a multiple of 4 (two axes of pairs per head)"));

@@ -371,7 +371,7 @@ fn wiring_errors_name_the_field() {
         matches!(bad_eps.qk_norm(), Err(rope_kernels::hf_config::ConfigError::Invalid { field, error: rope_kernels::RopeError::InvalidNormEps }) if field == "rms_norm_eps")
     );
     let huge_eps = load(
-        r#"{"model_type": "gemma3_text", "head_dim": 256, "num_attention_heads": 4, "rms_norm_eps": 1e300}"#,
+        r#"{"model_type": "gemma3_text", "head_dim": 256, "num_attention_heads": 4, "num_hidden_layers": 6, "rms_norm_eps": 1e300}"#,
     );
     assert!(
         matches!(huge_eps.qk_norm(), Err(rope_kernels::hf_config::ConfigError::Invalid { field, .. }) if field == "rms_norm_eps")
@@ -379,6 +379,7 @@ fn wiring_errors_name_the_field() {
     // A vision theta the operation refuses is refused by the load (found by the config_json
     // fuzz target: 1e-300 passed the loader's `> 0` check, then VisionRope::new failed).
     let tiny = r#"{"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28,
+        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
         "vision_config": {"embed_dim": 1280, "num_heads": 16, "rope_theta": 1e-300}}"#;
     assert!(
         matches!(ModelConfig::from_json_str(tiny),

@@ -296,6 +296,13 @@ fn with(extra: &str) -> String {
     format!("{{{BASE}{}{extra}}}", if extra.is_empty() { "" } else { ", " })
 }
 
+/// A Qwen2-VL text part (head_dim 128), the model type that reads `mrope_section`.
+const VL_BASE: &str = r#""model_type": "qwen2_vl", "hidden_size": 4096, "num_attention_heads": 32"#;
+
+fn vl_with(extra: &str) -> String {
+    format!("{{{VL_BASE}{}{extra}}}", if extra.is_empty() { "" } else { ", " })
+}
+
 #[test]
 fn minimal_config_and_spellings() {
     let m = ModelConfig::from_json_str(&with("")).unwrap();
@@ -545,13 +552,13 @@ fn conflict_field(json: &str) -> String {
 /// MRoPE, not plain 1-D RoPE; so are `type: mrope` and Qwen3-VL's interleaved form.
 #[test]
 fn mrope_is_read_in_every_spelling() {
-    let m = ModelConfig::from_json_str(&with(
+    let m = ModelConfig::from_json_str(&vl_with(
         r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}"#,
     ))
     .unwrap();
     assert_eq!(m.mrope, Some(MropeSpec { mrope_section: [16, 24, 24], interleaved: false }));
     assert_eq!((m.rope.scaling.clone(), m.scaling_name.as_str()), (Scaling::None, "mrope"));
-    let m = ModelConfig::from_json_str(&with(
+    let m = ModelConfig::from_json_str(&vl_with(
         r#""rope_parameters": {"rope_type": "default", "mrope_section": [16, 24, 24], "rope_theta": 1e6}"#,
     ))
     .unwrap();
@@ -567,61 +574,60 @@ fn mrope_is_read_in_every_spelling() {
 fn mrope_errors_name_the_field() {
     // Sum of the sections: rotary_dim / 2 = 64.
     assert_eq!(
-        conflict_field(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}"#)),
-        "rope_scaling.mrope_section"
-    );
-    // A scaling type that cannot carry MRoPE.
-    assert_eq!(
-        conflict_field(&with(
-            r#""rope_scaling": {"rope_type": "linear", "factor": 2, "mrope_section": [16, 24, 24]}"#
-        )),
-        "rope_scaling.mrope_section"
-    );
-    assert_eq!(
-        conflict_field(&with(
-            r#""rope_scaling": {"rope_type": "yarn", "type": "mrope", "factor": 2, "original_max_position_embeddings": 4096, "mrope_section": [16, 24, 24]}"#
-        )),
+        conflict_field(&vl_with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}"#)),
         "rope_scaling.mrope_section"
     );
     // A layout that cannot carry it (Llama 4 rotates interleaved pairs).
     assert_eq!(
         conflict_field(
-            r#"{"model_type": "llama4_text", "head_dim": 128, "num_attention_heads": 8,
+            r#"{"model_type": "llama4_text", "head_dim": 128, "num_attention_heads": 8, "num_hidden_layers": 4,
                 "rope_scaling": {"rope_type": "default", "mrope_section": [16, 24, 24]}}"#
         ),
         "rope_scaling.mrope_section"
     );
     // Partial rotary: MRoPE rotates the whole head.
     assert_eq!(
-        conflict_field(&with(
+        conflict_field(&vl_with(
             r#""partial_rotary_factor": 0.5, "rope_scaling": {"type": "mrope", "mrope_section": [8, 12, 12]}"#
         )),
         "rope_scaling.mrope_section"
     );
     // Interleaved sections must fit the 64 pairs: h at 1, 4, .. < 3 * 40.
     assert_eq!(
-        conflict_field(&with(
-            r#""rope_scaling": {"rope_type": "default", "mrope_interleaved": true, "mrope_section": [4, 40, 20]}"#
-        )),
+        conflict_field(
+            &vl_with(r#""rope_scaling": {"rope_type": "default", "mrope_section": [4, 40, 20]}"#)
+                .replacen("qwen2_vl", "qwen3_vl", 1)
+        ),
         "rope_scaling.mrope_section"
     );
     assert_eq!(
-        parse_err(&with(r#""rope_scaling": {"type": "mrope"}"#)),
+        parse_err(&vl_with(r#""rope_scaling": {"type": "mrope"}"#)),
+        missing("rope_scaling.mrope_section")
+    );
+    // Qwen2-VL cannot run without the section (HF indexes `rope_scaling["mrope_section"]`),
+    // whatever the dict says, and without a dict.
+    assert_eq!(
+        parse_err(&vl_with(r#""rope_scaling": {"rope_type": "default", "mrope_interleaved": true}"#)),
+        missing("rope_scaling.mrope_section")
+    );
+    assert_eq!(parse_err(&vl_with("")), missing("rope_scaling.mrope_section"));
+    assert_eq!(
+        parse_err(&vl_with(r#""model_type": "qwen2_5_vl", "rope_scaling": null"#).replacen(
+            r#""model_type": "qwen2_vl", "#,
+            "",
+            1
+        )),
         missing("rope_scaling.mrope_section")
     );
     assert_eq!(
-        parse_err(&with(r#""rope_scaling": {"rope_type": "default", "mrope_interleaved": true}"#)),
-        missing("rope_scaling.mrope_section")
-    );
-    assert_eq!(
-        parse_err(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [32, 32]}"#)),
+        parse_err(&vl_with(r#""rope_scaling": {"type": "mrope", "mrope_section": [32, 32]}"#)),
         malformed("rope_scaling.mrope_section", "an array of 3 non-negative integers")
     );
     assert_eq!(
-        parse_err(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, -24, 24]}"#)),
+        parse_err(&vl_with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, -24, 24]}"#)),
         malformed("rope_scaling.mrope_section", "an array of 3 non-negative integers")
     );
-    let e = parse_err(&with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}"#));
+    let e = parse_err(&vl_with(r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}"#));
     assert!(
         e.to_string()
             .starts_with("field `rope_scaling.mrope_section`: [16, 24, 16] must sum to rotary_dim / 2 = 64"),
@@ -635,7 +641,7 @@ fn strictness_errors_name_the_field() {
     assert_eq!(conflict_field(&with(r#""rope_scaling": {"factor": 8}"#)), "rope_scaling.factor");
     assert_eq!(
         conflict_field(
-            r#"{"model_type": "gemma3", "text_config": {"head_dim": 128, "num_attention_heads": 8, "rope_parameters": {"factor": 8}}}"#
+            r#"{"model_type": "gemma3", "text_config": {"head_dim": 128, "num_attention_heads": 8, "num_hidden_layers": 6, "rope_parameters": {"factor": 8}}}"#
         ),
         "text_config.rope_parameters.factor"
     );
@@ -683,15 +689,24 @@ fn unknown_rope_keys_are_warnings() {
     assert_eq!(m.rope.scaling, Scaling::None);
     // A top-level rope dict beside text_config is not read: said so.
     let m = ModelConfig::from_json_str(
-        r#"{"model_type": "qwen2_vl", "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-            "text_config": {"hidden_size": 3584, "num_attention_heads": 28}}"#,
+        r#"{"model_type": "qwen2_vl", "rope_scaling": {"type": "mrope", "mrope_section": [16, 16, 32]},
+            "text_config": {"hidden_size": 4096, "num_attention_heads": 32,
+                            "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}}"#,
     )
     .unwrap();
     assert_eq!(
         m.warnings(),
         ["rope_scaling: at the top level beside text_config; text_config.rope_scaling is read"]
     );
-    assert!(m.mrope.is_none());
+    assert_eq!(m.mrope.map(|s| s.mrope_section), Some([16, 24, 24]));
+    // Without its own, the text part has no section: HF Qwen2-VL cannot run.
+    assert_eq!(
+        parse_err(
+            r#"{"model_type": "qwen2_vl", "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+                "text_config": {"hidden_size": 3584, "num_attention_heads": 28}}"#
+        ),
+        missing("text_config.rope_scaling.mrope_section")
+    );
     // Every shipped config loads without a warning.
     for (file, ..) in EXPECTED {
         assert_eq!(load(file).warnings(), [] as [String; 0], "{file}");
@@ -765,7 +780,7 @@ fn per_layer_type_rope() {
     // Nested names carry the path.
     assert_eq!(
         parse_err(
-            r#"{"model_type": "gemma3", "text_config": {"head_dim": 128, "num_attention_heads": 8, "rope_scaling": {"rope_type": "linear"}}}"#
+            r#"{"model_type": "gemma3", "text_config": {"head_dim": 128, "num_attention_heads": 8, "num_hidden_layers": 6, "rope_scaling": {"rope_type": "linear"}}}"#
         ),
         missing("text_config.rope_scaling.factor")
     );
@@ -831,7 +846,8 @@ fn vision_rope() {
     assert!(m.vision.is_none() && m.warnings().is_empty());
     let qwen = |vision: &str| {
         format!(
-            r#"{{"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28, "vision_config": {vision}}}"#
+            r#"{{"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28,
+                "rope_scaling": {{"type": "mrope", "mrope_section": [16, 24, 24]}}, "vision_config": {vision}}}"#
         )
     };
     assert_eq!(parse_err(&qwen(r#"{"embed_dim": 1280}"#)), missing("vision_config.num_heads"));
@@ -856,4 +872,242 @@ fn vision_rope() {
         parse_err(&qwen(r#"{"embed_dim": 1280, "num_heads": 16, "rope_theta": -1}"#)),
         invalid("vision_config.rope_theta", RopeError::InvalidTheta)
     );
+}
+
+// Review of issue 15, findings 2, 3, 5, 6, 7, 8, 10 (the loader).
+
+/// A Qwen3-VL config (text part in `text_config`) with the given text rope dict.
+fn qwen3_vl(rope: &str) -> String {
+    format!(
+        r#"{{"model_type": "qwen3_vl", "text_config": {{"model_type": "qwen3_vl_text", "head_dim": 128,
+            "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 36,
+            "max_position_embeddings": 262144, "rope_theta": 5000000, "rope_scaling": {rope}}}}}"#
+    )
+}
+
+/// Findings 2, 3: Qwen3-VL always interleaves (HF `Qwen3VLTextRotaryEmbedding` never reads
+/// `mrope_interleaved`; section default [24, 20, 20]); Qwen2-VL / Qwen2.5-VL need the section.
+#[test]
+fn review_mrope_style_by_model_type() {
+    let interleaved = |s| Some(MropeSpec { mrope_section: s, interleaved: true });
+    // No interleaved key, a misspelled one, or no rope dict at all: interleaved.
+    let m =
+        ModelConfig::from_json_str(&qwen3_vl(r#"{"rope_type": "default", "mrope_section": [24, 20, 20]}"#))
+            .unwrap();
+    assert_eq!((m.mrope, m.warnings().len()), (interleaved([24, 20, 20]), 0));
+    let m = ModelConfig::from_json_str(&qwen3_vl(
+        r#"{"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleave": true}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.mrope, interleaved([24, 20, 20]));
+    assert_eq!(
+        m.warnings(),
+        ["text_config.rope_scaling.mrope_interleave: not read by rope type `default`; ignored"]
+    );
+    let m = ModelConfig::from_json_str(&qwen3_vl("null")).unwrap();
+    assert_eq!(m.mrope, interleaved([24, 20, 20]));
+    assert_eq!(m.mrope_rope().unwrap().unwrap().style(), rope_kernels::MRopeStyle::Interleaved);
+    // `mrope_interleaved: false`: HF ignores it; so does the load, with a warning.
+    let m = ModelConfig::from_json_str(&qwen3_vl(
+        r#"{"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": false}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.mrope, interleaved([24, 20, 20]));
+    assert_eq!(m.warnings().len(), 1);
+    assert!(m.warnings()[0].starts_with("text_config.rope_scaling.mrope_interleaved: false is not read"));
+    // The MoE text model too (and its theta default, `Qwen3VLMoeTextConfig` 5e6).
+    let moe = qwen3_vl("null")
+        .replace("qwen3_vl_text", "qwen3_vl_moe_text")
+        .replace(r#""rope_theta": 5000000, "#, "");
+    let m = ModelConfig::from_json_str(&moe).unwrap();
+    assert_eq!((m.mrope, m.rope.theta), (interleaved([24, 20, 20]), 5e6));
+    // Qwen2-VL / Qwen2.5-VL without the section: HF cannot run; an error naming it.
+    for t in ["qwen2_vl", "qwen2_5_vl"] {
+        let json = format!(r#"{{"model_type": "{t}", "hidden_size": 3584, "num_attention_heads": 28}}"#);
+        assert_eq!(parse_err(&json), missing("rope_scaling.mrope_section"), "{t}");
+    }
+}
+
+/// Finding 5: MRoPE with the scaling HF combines it with; Qwen3-VL's long-context form.
+#[test]
+fn review_mrope_with_scaling() {
+    let m = ModelConfig::from_json_str(&qwen3_vl(
+        r#"{"rope_type": "yarn", "factor": 3.0, "original_max_position_embeddings": 262144,
+            "mrope_section": [24, 20, 20], "mrope_interleaved": true}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.mrope, Some(MropeSpec { mrope_section: [24, 20, 20], interleaved: true }));
+    let Scaling::Yarn(p) = &m.rope.scaling else { panic!("{:?}", m.rope.scaling) };
+    assert_eq!((p.factor, p.original_max_position_embeddings), (3.0, 262_144));
+    assert!(m.warnings().is_empty(), "{:?}", m.warnings());
+    let mrope = m.mrope_rope().unwrap().unwrap();
+    assert_eq!(mrope.mrope_section(), [24, 20, 20]);
+    // Linear and dynamic on Qwen2-VL.
+    for dict in [
+        r#"{"type": "linear", "factor": 2, "mrope_section": [16, 24, 24]}"#,
+        r#"{"rope_type": "dynamic", "factor": 2, "mrope_section": [16, 24, 24]}"#,
+        r#"{"rope_type": "yarn", "type": "mrope", "factor": 2, "original_max_position_embeddings": 4096, "mrope_section": [16, 24, 24]}"#,
+    ] {
+        let m = ModelConfig::from_json_str(&vl_with(&format!(
+            r#""max_position_embeddings": 32768, "rope_scaling": {dict}"#
+        )))
+        .unwrap_or_else(|e| panic!("{dict}: {e}"));
+        assert_eq!(m.mrope.map(|s| s.mrope_section), Some([16, 24, 24]), "{dict}");
+        assert!(m.mrope_rope().unwrap().is_some(), "{dict}");
+        assert_ne!(m.rope.scaling, Scaling::None, "{dict}");
+    }
+}
+
+/// Finding 6: a layer-pattern model type without `num_hidden_layers` is an error.
+#[test]
+fn review_layer_pattern_needs_layer_count() {
+    for (json, field) in [
+        (
+            r#"{"model_type": "gemma3_text", "head_dim": 256, "num_attention_heads": 4, "rope_local_base_freq": 10000}"#,
+            "num_hidden_layers",
+        ),
+        (r#"{"model_type": "gemma2", "head_dim": 256, "num_attention_heads": 8}"#, "num_hidden_layers"),
+        (
+            r#"{"model_type": "llama4", "text_config": {"model_type": "llama4_text", "head_dim": 128, "num_attention_heads": 40}}"#,
+            "text_config.num_hidden_layers",
+        ),
+        (
+            r#"{"model_type": "gemma3_text", "head_dim": 256, "num_attention_heads": 4, "layer_types": ["sliding_attention", "full_attention"]}"#,
+            "num_hidden_layers",
+        ),
+    ] {
+        assert_eq!(parse_err(json), missing(field), "{json}");
+    }
+    // Without a pattern, `layer_types` alone bounds the layers.
+    let m = ModelConfig::from_json_str(&with(r#""layer_types": ["full_attention", "sliding_attention"]"#))
+        .unwrap();
+    assert!(m.uses_rope(1) && !m.uses_rope(3) && m.rope_for_layer(3).is_none());
+}
+
+/// Finding 7: `qk_norm` for a type the crate does not know is an error, not "none";
+/// Qwen3-Next is `1 + weight` on its full-attention layers; Gemma 3n is refused.
+#[test]
+fn review_qk_norm_of_unknown_types() {
+    use rope_kernels::hf_config::QkNormKind;
+    use rope_kernels::WeightOffset;
+    let exaone4 = ModelConfig::from_json_str(
+        r#"{"model_type": "exaone4", "head_dim": 128, "num_attention_heads": 40, "num_hidden_layers": 4}"#,
+    )
+    .unwrap();
+    assert!(matches!(exaone4.qk_norm(), Err(ConfigError::Conflict { field, .. }) if field == "model_type"));
+    let next = ModelConfig::from_json_str(
+        r#"{"model_type": "qwen3_next", "head_dim": 256, "num_attention_heads": 16, "num_hidden_layers": 4,
+            "partial_rotary_factor": 0.25,
+            "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]}"#,
+    )
+    .unwrap();
+    let spec = next.qk_norm().unwrap().unwrap();
+    assert_eq!((spec.kind, spec.eps), (QkNormKind::RmsBefore(WeightOffset::One), 1e-6));
+    assert_eq!(next.qk_norm_for_layer(0).unwrap(), None);
+    assert_eq!(next.qk_norm_for_layer(3).unwrap(), Some(spec));
+    // Without `layer_types`: HF `Qwen3NextConfig`'s pattern (full attention every 4th layer).
+    let next = ModelConfig::from_json_str(
+        r#"{"model_type": "qwen3_next", "head_dim": 256, "num_attention_heads": 16, "num_hidden_layers": 8}"#,
+    )
+    .unwrap();
+    let full: Vec<usize> = next.layers_of_type(&LayerType::FullAttention).collect();
+    assert_eq!(full, [3, 7]);
+    assert_eq!(next.qk_norm_for_layer(2).unwrap(), None);
+    assert!(next.qk_norm_for_layer(7).unwrap().is_some());
+    assert_eq!(
+        parse_err(r#"{"model_type": "qwen3_next", "head_dim": 256, "num_attention_heads": 16}"#),
+        missing("num_hidden_layers")
+    );
+    for name in ["llama-3.1-8b.json", "mistral-7b-v0.1.json", "qwen2-vl-7b-instruct-published.json"] {
+        assert_eq!(load(name).qk_norm().unwrap(), None, "{name}");
+    }
+    assert_eq!(
+        conflict_field(
+            r#"{"model_type": "gemma3n", "text_config": {"model_type": "gemma3n_text", "head_dim": 256,
+                "num_attention_heads": 8, "num_hidden_layers": 30, "rope_local_base_freq": 10000}}"#
+        ),
+        "text_config.model_type"
+    );
+}
+
+/// Finding 8: MRoPE fields on a model type that applies plain RoPE are errors.
+#[test]
+fn review_mrope_on_plain_rope_types() {
+    assert_eq!(
+        conflict_field(&with(r#""rope_scaling": {"rope_type": "default", "mrope_section": [16, 24, 24]}"#)),
+        "rope_scaling.mrope_section"
+    );
+    assert_eq!(
+        conflict_field(&with(r#""rope_scaling": {"rope_type": "default", "mrope_interleaved": true}"#)),
+        "rope_scaling.mrope_interleaved"
+    );
+    assert_eq!(conflict_field(&with(r#""rope_scaling": {"type": "mrope"}"#)), "rope_scaling.type");
+}
+
+/// Finding 10: each leniency is an error naming the field, or a warning.
+#[test]
+fn review_leniencies() {
+    let qwen = |vision: &str| {
+        format!(
+            r#"{{"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28,
+                "rope_scaling": {{"type": "mrope", "mrope_section": [16, 24, 24]}}, "vision_config": {vision}}}"#
+        )
+    };
+    // 1283 / 16 is not an integer.
+    assert!(matches!(parse_err(&qwen(r#"{"embed_dim": 1283, "num_heads": 16}"#)),
+        ConfigError::Malformed { field, .. } if field == "vision_config.embed_dim"));
+    // Unknown keys of the vision rope dict: warnings.
+    let m = ModelConfig::from_json_str(&qwen(
+        r#"{"embed_dim": 1280, "num_heads": 16, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "factor": 2}}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.warnings(), ["vision_config.rope_parameters.factor: not read for the vision RoPE; ignored"]);
+    // rope_scaling beside rope_parameters: the same is fine, a difference an error.
+    let same = with(
+        r#""rope_scaling": {"rope_type": "linear", "factor": 8}, "rope_parameters": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e4}"#,
+    );
+    assert_eq!(ModelConfig::from_json_str(&same).unwrap().rope.scaling, Scaling::Linear { factor: 8.0 });
+    assert_eq!(
+        conflict_field(&with(
+            r#""rope_scaling": {"rope_type": "linear", "factor": 8}, "rope_parameters": {"rope_type": "linear", "factor": 4}"#
+        )),
+        "rope_scaling.factor"
+    );
+    assert_eq!(
+        conflict_field(&with(
+            r#""rope_scaling": {"rope_type": "linear", "factor": 8}, "rope_parameters": {"rope_type": "default"}"#
+        )),
+        "rope_scaling.factor"
+    );
+    assert_eq!(
+        conflict_field(&with(
+            r#""rope_scaling": {"rope_type": "dynamic"}, "rope_parameters": {"rope_type": "default"}"#
+        )),
+        "rope_scaling.rope_type"
+    );
+    assert_eq!(
+        conflict_field(&with(
+            r#""rope_scaling": {"type": "dynamic"}, "rope_parameters": {"rope_type": "default"}"#
+        )),
+        "rope_scaling.type"
+    );
+    // rope_local_base_freq against the keyed sliding_attention entry.
+    let gemma = |local: u32| {
+        format!(
+            r#"{{"model_type": "gemma3_text", "head_dim": 128, "num_attention_heads": 8, "num_hidden_layers": 6,
+                "rope_local_base_freq": {local}, "rope_parameters": {{"full_attention": {{"rope_type": "default", "rope_theta": 1000000}},
+                "sliding_attention": {{"rope_type": "default", "rope_theta": 10000}}}}}}"#
+        )
+    };
+    assert_eq!(conflict_field(&gemma(20_000)), "rope_local_base_freq");
+    assert_eq!(ModelConfig::from_json_str(&gemma(10_000)).unwrap().rope_for_layer(0).unwrap().theta, 1e4);
+    // Top-level partial_rotary_factor against the rope dict's.
+    let phi = |top: f64| {
+        format!(
+            r#"{{"model_type": "phi", "hidden_size": 2560, "num_attention_heads": 32, "partial_rotary_factor": {top},
+                "rope_parameters": {{"rope_type": "default", "partial_rotary_factor": 0.25}}}}"#
+        )
+    };
+    assert_eq!(conflict_field(&phi(0.5)), "rope_parameters.partial_rotary_factor");
+    assert_eq!(ModelConfig::from_json_str(&phi(0.25)).unwrap().rope.rotary_dim, 20);
 }

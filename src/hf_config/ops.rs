@@ -11,7 +11,33 @@ use crate::config::RopeConfig;
 use crate::error::{Operand, RopeError};
 use crate::rope::{MRope, MRopeStyle, QkNorm, VisionRope, WeightOffset};
 
-use super::{ConfigError, ModelConfig, MropeSpec, VisionAxis, VisionRopeSpec};
+use super::{ConfigError, LayerType, ModelConfig, MropeSpec, VisionAxis, VisionRopeSpec};
+
+/// Text model types known to have no per-head q/k norm (their transformers attention
+/// has no `q_norm` / `k_norm`), for which [`ModelConfig::qk_norm`] answers `Ok(None)`
+/// (unless `use_qk_norm: true`).
+pub const NO_QK_NORM_TYPES: &[&str] = &[
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen2_vl",
+    "qwen2_vl_text",
+    "qwen2_5_vl",
+    "qwen2_5_vl_text",
+    "gemma",
+    "gemma2",
+    "phi",
+    "phi3",
+    "gptj",
+    "gpt_neox",
+    "gpt_oss",
+    "deepseek_v2",
+    "deepseek_v3",
+    "smollm3",
+    "starcoder2",
+];
 
 /// The per-head q/k norm of a layer, as data: the form and `eps`. The weights are the
 /// runtime's (`q_norm.weight`, `k_norm.weight`); [`QkNormSpec::with_weights`] makes the
@@ -157,14 +183,19 @@ impl ModelConfig {
     /// |---|---|
     /// | `qwen3`, `qwen3_moe`, `qwen3_vl_text`, `qwen3_vl_moe_text` | RMS with weight before RoPE (`Qwen3RMSNorm(head_dim)`) |
     /// | `gemma3_text` | RMS with `1 + weight` before RoPE (`Gemma3RMSNorm(head_dim)`) |
+    /// | `qwen3_next` | RMS with `1 + weight` before RoPE (`Qwen3NextRMSNorm(head_dim)`), `full_attention` layers only |
     /// | `llama4_text` with `use_qk_norm` | weightless L2 after RoPE (`Llama4TextL2Norm`), RoPE layers only |
-    /// | other types without `use_qk_norm: true` | none (`Ok(None)`) |
+    /// | [`NO_QK_NORM_TYPES`] (Llama, Mistral, Qwen2, Gemma 2, Phi, GPT-J, DeepSeek, ...) | none (`Ok(None)`) |
+    /// | any other type | an error: the crate does not know whether it has one |
     ///
     /// `eps` is `rms_norm_eps`, else the config class's default (1e-6 for Qwen3 and Gemma 3,
     /// 1e-5 for Llama 4).
     ///
     /// # Errors
-    /// [`ConfigError::Conflict`] for a norm the per-head op cannot represent: OLMo 2 / 3 and
+    /// [`ConfigError::Conflict`] (field `model_type`) for a text model type this crate does
+    /// not know (e.g. `exaone4`, whose q/k norm and NoPE layers are not read): `Ok(None)`
+    /// always means "no per-head norm". [`ConfigError::Conflict`] for a norm the per-head
+    /// op cannot represent: OLMo 2 / 3 and
     /// OLMoE (`model_type`: their q/k norms span all heads, `Olmo2RMSNorm(num_heads *
     /// head_dim)`), `use_qk_norm: true` on a model type other than Llama 4 (field
     /// `use_qk_norm`: e.g. Cohere's per-head LayerNorm); [`ConfigError::Invalid`] (field
@@ -177,6 +208,8 @@ impl ModelConfig {
                 (Some(QkNormKind::RmsBefore(WeightOffset::Zero)), 1e-6)
             }
             "gemma3_text" | "gemma3" => (Some(QkNormKind::RmsBefore(WeightOffset::One)), 1e-6),
+            // `Qwen3NextRMSNorm`: `(1 + weight)`, eps 1e-6 (`Qwen3NextConfig`).
+            "qwen3_next" => (Some(QkNormKind::RmsBefore(WeightOffset::One)), 1e-6),
             "llama4_text" | "llama4" => {
                 (self.use_qk_norm.unwrap_or(false).then_some(QkNormKind::L2After), 1e-5)
             }
@@ -195,7 +228,15 @@ impl ModelConfig {
                     message: format!("the q/k norm of model type `{t}` is not one this crate represents"),
                 })
             }
-            _ => (None, 0.0),
+            _ if NO_QK_NORM_TYPES.contains(&t) => (None, 0.0),
+            _ => {
+                return Err(ConfigError::Conflict {
+                    field: "model_type".into(),
+                    message: format!(
+                        "whether model type `{t}` has a per-head q/k norm is not known to this crate"
+                    ),
+                })
+            }
         };
         let Some(kind) = kind else { return Ok(None) };
         let eps64 = self.rms_norm_eps.unwrap_or(default_eps);
@@ -219,6 +260,10 @@ impl ModelConfig {
         let Some(spec) = self.qk_norm()? else { return Ok(None) };
         if self.num_hidden_layers.is_some_and(|n| layer >= n) || (spec.after_rope() && !self.uses_rope(layer))
         {
+            return Ok(None);
+        }
+        // Qwen3-Next: `linear_attention` layers (Gated DeltaNet) have no q/k norm of this form.
+        if matches!(self.layer_types.get(layer), Some(LayerType::Other(_))) {
             return Ok(None);
         }
         Ok(Some(spec))
