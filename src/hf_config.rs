@@ -32,7 +32,7 @@
 //! | no RoPE | `no_rope_layers` (1: the layer uses RoPE); Llama 4 / SmolLM3 when absent or empty: every `no_rope_layer_interval`-th layer (default 4) has none (HF `Llama4TextConfig`) |
 //! | qk norm | `use_qk_norm` (Llama 4 default `true`), `rms_norm_eps` |
 //! | vision | `vision_config` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Llama 4: [`VisionRopeSpec`]; the width must be a multiple of the heads; keys of its rope dict other than `rope_type`/`type`/`rope_theta` are warnings |
-//! | refused | Gemma 3n (`gemma3n`, `gemma3n_text`: KV-shared layers and its own layer pattern): [`ConfigError::Conflict`] on `model_type` |
+//! | refused | Gemma 3n (`gemma3n`, `gemma3n_text`: KV-shared layers and its own layer pattern) and EXAONE 4 (`exaone4`: RoPE on sliding-window layers only): [`ConfigError::Conflict`] on `model_type` |
 //!
 //! **Defaults of fields a published file omits**, as transformers' config classes set them:
 //! theta 10000 (`PretrainedConfig` convention, `rope_theta=10000.0` in most classes);
@@ -534,13 +534,18 @@ impl ModelConfig {
         &self.warnings
     }
 
-    /// Whether layer `layer` applies RoPE: `false` for a NoPE layer of `no_rope_layers` or a
-    /// layer past `num_hidden_layers` (when known) or past `layer_types`.
+    /// Whether layer `layer` applies RoPE: `false` for a NoPE layer of `no_rope_layers`, a
+    /// `linear_attention` layer (Qwen3-Next), or a layer past `num_hidden_layers` (when known)
+    /// or past `layer_types`.
     pub fn uses_rope(&self, layer: usize) -> bool {
         if self.num_hidden_layers.is_some_and(|n| layer >= n) {
             return false;
         }
         if !self.layer_types.is_empty() && layer >= self.layer_types.len() {
+            return false;
+        }
+        // Qwen3-Next's `linear_attention` layers (gated DeltaNet) have no RoPE.
+        if matches!(self.layer_types.get(layer), Some(LayerType::Other(t)) if t == "linear_attention") {
             return false;
         }
         self.no_rope_layers.as_ref().is_none_or(|v| v.get(layer).copied().unwrap_or(false))
@@ -570,12 +575,14 @@ impl ModelConfig {
         self.layer_types.iter().enumerate().filter(move |(_, t)| *t == layer_type).map(|(i, _)| i)
     }
 
-    /// The layers without RoPE (`no_rope_layers[i] == 0`), in order.
+    /// The layers without RoPE (`no_rope_layers[i] == 0`, or `linear_attention` layers), in
+    /// order: every layer `i` below the described layer count with `!uses_rope(i)`.
     pub fn layers_without_rope(&self) -> Vec<usize> {
-        match &self.no_rope_layers {
-            Some(v) => v.iter().enumerate().filter(|(_, uses)| !**uses).map(|(i, _)| i).collect(),
-            None => Vec::new(),
-        }
+        let n = self
+            .num_hidden_layers
+            .or(self.no_rope_layers.as_ref().map(Vec::len))
+            .unwrap_or(self.layer_types.len());
+        (0..n).filter(|&i| !self.uses_rope(i)).collect()
     }
 }
 
@@ -754,6 +761,15 @@ fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
             message: format!(
                 "`{text_model_type}` (Gemma 3n: KV-shared layers, its own layer pattern) is not supported by this loader"
             ),
+        });
+    }
+    if text_model_type == "exaone4" {
+        // HF `Exaone4Config`: global (full-attention) layers of a hybrid model apply no RoPE
+        // (`sliding_window_pattern`), a rule this loader does not represent.
+        return Err(ConfigError::Conflict {
+            field: text.name("model_type"),
+            message: "`exaone4` (RoPE only on its sliding-window layers) is not supported by this loader"
+                .to_string(),
         });
     }
     let defaults = type_defaults(&text_model_type);

@@ -992,9 +992,14 @@ fn review_qk_norm_of_unknown_types() {
     use rope_kernels::WeightOffset;
     let exaone4 = ModelConfig::from_json_str(
         r#"{"model_type": "exaone4", "head_dim": 128, "num_attention_heads": 40, "num_hidden_layers": 4}"#,
+    );
+    // EXAONE 4 applies RoPE on its sliding-window layers only: refused at load.
+    assert!(matches!(exaone4, Err(ConfigError::Conflict { field, .. }) if field == "model_type"));
+    let unknown = ModelConfig::from_json_str(
+        r#"{"model_type": "some_new_model", "head_dim": 128, "num_attention_heads": 40, "num_hidden_layers": 4}"#,
     )
     .unwrap();
-    assert!(matches!(exaone4.qk_norm(), Err(ConfigError::Conflict { field, .. }) if field == "model_type"));
+    assert!(matches!(unknown.qk_norm(), Err(ConfigError::Conflict { field, .. }) if field == "model_type"));
     let next = ModelConfig::from_json_str(
         r#"{"model_type": "qwen3_next", "head_dim": 256, "num_attention_heads": 16, "num_hidden_layers": 4,
             "partial_rotary_factor": 0.25,
@@ -1005,6 +1010,9 @@ fn review_qk_norm_of_unknown_types() {
     assert_eq!((spec.kind, spec.eps), (QkNormKind::RmsBefore(WeightOffset::One), 1e-6));
     assert_eq!(next.qk_norm_for_layer(0).unwrap(), None);
     assert_eq!(next.qk_norm_for_layer(3).unwrap(), Some(spec));
+    // Its gated-DeltaNet `linear_attention` layers apply no RoPE.
+    assert_eq!(next.layers_without_rope(), [0, 1, 2]);
+    assert!(next.rope_for_layer(0).is_none() && next.rope_for_layer(3).is_some());
     // Without `layer_types`: HF `Qwen3NextConfig`'s pattern (full attention every 4th layer).
     let next = ModelConfig::from_json_str(
         r#"{"model_type": "qwen3_next", "head_dim": 256, "num_attention_heads": 16, "num_hidden_layers": 8}"#,
