@@ -135,6 +135,10 @@ pub(crate) trait Simd: Copy {
     /// # Safety
     /// `p .. p + 2 * LANES` is valid for writes.
     unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: Self::V, y1: Self::V);
+    /// `v` rounded to bf16 as [`Simd::store_bf16`] rounds it (NaN lanes first replaced by
+    /// the canonical NaN) and widened back: the bits that storing and reloading give, kept
+    /// in registers.
+    fn round_bf16_f32(self, v: Self::V) -> Self::V;
     /// Hints that the cache line holding `p` will be read soon. Never faults (any address
     /// is allowed); the default does nothing.
     #[inline(always)]
@@ -232,6 +236,18 @@ pub(crate) trait SimdElement: Element {
         false
     }
 
+    /// `v` rounded to `Self` (NaN → canonical NaN) and widened back, as [`SimdElement::store`]
+    /// then [`SimdElement::load`] would give; the default goes through a stack buffer.
+    #[inline(always)]
+    fn round<S: Simd>(s: S, v: S::V) -> S::V {
+        let mut b = [Self::default(); MAX_LANES];
+        // SAFETY: the local buffer holds a full vector.
+        unsafe {
+            Self::store(s, b.as_mut_ptr(), v);
+            Self::load(s, b.as_ptr())
+        }
+    }
+
     /// [`SimdElement::store`] of two vectors, with one NaN check for both.
     ///
     /// # Safety
@@ -259,6 +275,10 @@ impl SimdElement for f32 {
         // SAFETY: forwarded from the caller.
         unsafe { s.store(p, v) }
     }
+    #[inline(always)]
+    fn round<S: Simd>(_: S, v: S::V) -> S::V {
+        v
+    }
 }
 
 impl SimdElement for f16 {
@@ -284,6 +304,10 @@ impl SimdElement for bf16 {
     unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V) {
         // SAFETY: forwarded from the caller.
         unsafe { s.store_bf16(p, v) }
+    }
+    #[inline(always)]
+    fn round<S: Simd>(s: S, v: S::V) -> S::V {
+        s.round_bf16_f32(v)
     }
     #[inline(always)]
     unsafe fn scale_special<S: Simd>(s: S, x: *mut Self, len: usize, c: f32) -> bool {

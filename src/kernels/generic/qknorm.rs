@@ -447,22 +447,14 @@ unsafe fn normed<S: Simd, T: SimdElement, const F: u8>(s: S, x: S::V, iv: S::V, 
     }
 }
 
-/// `v` rounded to `T` and widened back (NaN canonical), as storing and reloading it does;
-/// the identity for f32.
+/// `v` rounded to `T` and widened back (NaN canonical), as storing and reloading it does
+/// ([`SimdElement::round`]: the identity for f32, in registers for bf16).
 ///
 /// # Safety
-/// None beyond `s` proving its tier (the buffer is local).
+/// None beyond `s` proving its tier.
 #[inline(always)]
 unsafe fn round_to<S: Simd, T: SimdElement>(s: S, v: S::V) -> S::V {
-    if core::mem::size_of::<T>() == 4 {
-        return v;
-    }
-    let mut b = [T::default(); MAX_LANES];
-    // SAFETY: the buffer holds a full vector.
-    unsafe {
-        T::store(s, b.as_mut_ptr(), v);
-        T::load(s, b.as_ptr())
-    }
+    T::round(s, v)
 }
 
 /// Arguments of one fused norm-then-rotate call (`Weighted` or `OnePlus` forms): the heads
