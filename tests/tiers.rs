@@ -1059,11 +1059,25 @@ fn qknorm_case<T: Bits>(rng: &mut StdRng, tier: Tier, head_dim: usize, rotary_di
     if rng.random_bool(0.3) {
         opts = opts.inverse();
     }
-    // Weights: mostly ordinary values, sometimes exact ones and specials.
+    // Weights: mostly ordinary values, sometimes exact ones and specials; in some calls NaNs
+    // too (with payloads that a bf16 rounding without canonicalisation would carry into the
+    // sign: the fused kernel's NaN-free fast path must not be taken then).
     let mut weight = || -> Vec<f32> {
+        const W: [f32; 9] = [
+            0.0,
+            -1.0,
+            1.0,
+            0.5,
+            f32::INFINITY,
+            1e-30,
+            f32::NAN,
+            f32::from_bits(0x7FFF_FFFF),
+            f32::from_bits(0xFFBF_FFFF),
+        ];
+        let specials = if rng.random_bool(0.3) { W.len() } else { 6 };
         (0..head_dim)
             .map(|_| match rng.random_range(0..10) {
-                0 => [0.0, -1.0, 1.0, 0.5, f32::INFINITY, 1e-30][rng.random_range(0..6)],
+                0 => W[rng.random_range(0..specials)],
                 _ => rng.random_range(-2.0f32..2.0),
             })
             .collect()

@@ -139,6 +139,10 @@ pub(crate) trait Simd: Copy {
     /// the canonical NaN) and widened back: the bits that storing and reloading give, kept
     /// in registers.
     fn round_bf16_f32(self, v: Self::V) -> Self::V;
+    /// [`Simd::round_bf16_f32`] without the NaN canonicalisation, for a `v` whose NaN lanes
+    /// (if any) have their low 16 bits clear: such a NaN rounds to itself (a larger
+    /// payload could carry into the sign and round to zero).
+    fn round_bf16_f32_quiet(self, v: Self::V) -> Self::V;
     /// Hints that the cache line holding `p` will be read soon. Never faults (any address
     /// is allowed); the default does nothing.
     #[inline(always)]
@@ -248,6 +252,13 @@ pub(crate) trait SimdElement: Element {
         }
     }
 
+    /// [`SimdElement::round`] of a `v` whose NaN lanes have their low 16 bits clear; it
+    /// may leave such a NaN as it is instead of making it canonical.
+    #[inline(always)]
+    fn round_quiet<S: Simd>(s: S, v: S::V) -> S::V {
+        Self::round(s, v)
+    }
+
     /// [`SimdElement::store`] of two vectors, with one NaN check for both.
     ///
     /// # Safety
@@ -308,6 +319,10 @@ impl SimdElement for bf16 {
     #[inline(always)]
     fn round<S: Simd>(s: S, v: S::V) -> S::V {
         s.round_bf16_f32(v)
+    }
+    #[inline(always)]
+    fn round_quiet<S: Simd>(s: S, v: S::V) -> S::V {
+        s.round_bf16_f32_quiet(v)
     }
     #[inline(always)]
     unsafe fn scale_special<S: Simd>(s: S, x: *mut Self, len: usize, c: f32) -> bool {

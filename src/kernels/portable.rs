@@ -180,7 +180,11 @@ impl Simd for Portable {
     }
     #[inline(always)]
     fn round_bf16_f32(self, v: f32x4) -> f32x4 {
-        f32x4::from_bits(round_bf16(self.canonicalize_nan(v)) & u32x4::splat(0xFFFF_0000))
+        self.round_bf16_f32_quiet(self.canonicalize_nan(v))
+    }
+    #[inline(always)]
+    fn round_bf16_f32_quiet(self, v: f32x4) -> f32x4 {
+        f32x4::from_bits(round_bf16(v) & u32x4::splat(0xFFFF_0000))
     }
 }
 

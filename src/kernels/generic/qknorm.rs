@@ -387,6 +387,14 @@ unsafe fn scale_segment<S: Simd, T: SimdElement>(
 const WEIGHTED: u8 = 0;
 const ONE_PLUS: u8 = 1;
 const PLAIN: u8 = 2;
+/// The bits of the form in a const `F` (the rest are flags).
+const FORM: u8 = 3;
+/// Flag of `F`: no weight is NaN, so every NaN the fused kernel can meet before its final
+/// store is quiet with its low 16 bits clear (made from a bf16 input, or the default NaN of
+/// `0 * inf`), and the intermediate bf16 rounding skips the NaN canonicalisation
+/// ([`Simd::round_bf16_f32_quiet`]): such a NaN rounds to a NaN, and any NaN lane ends as the
+/// canonical NaN at the final store, as in the oracle.
+const QUIET: u8 = 4;
 
 /// [`scale_segment`] for the form `F`.
 ///
@@ -420,7 +428,7 @@ unsafe fn scale_segment_in<S: Simd, T: SimdElement, const F: u8>(
         // SAFETY: r < lanes elements of each range; the stack buffers hold a full vector.
         unsafe {
             ptr::copy_nonoverlapping(src.add(body), x.as_mut_ptr(), r);
-            if F != PLAIN {
+            if F & FORM != PLAIN {
                 ptr::copy_nonoverlapping(w.add(body), wv.as_mut_ptr(), r);
             }
             let y = normed::<S, T, F>(s, T::load(s, x.as_ptr()), iv, wv.as_ptr());
@@ -437,13 +445,13 @@ unsafe fn scale_segment_in<S: Simd, T: SimdElement, const F: u8>(
 #[inline(always)]
 unsafe fn normed<S: Simd, T: SimdElement, const F: u8>(s: S, x: S::V, iv: S::V, w: *const f32) -> S::V {
     let n = s.mul(x, iv);
-    match F {
+    match F & FORM {
         PLAIN => n,
         // SAFETY: forwarded from the caller.
         ONE_PLUS => s.mul(n, s.add(s.splat(1.0), unsafe { s.load(w) })),
         // SAFETY: forwarded from the caller; the rounding to the input type first is HF's
         // `.to(input_dtype)` (exact for f32).
-        _ => s.mul(unsafe { s.load(w) }, unsafe { round_to::<S, T>(s, n) }),
+        _ => s.mul(unsafe { s.load(w) }, unsafe { round_to::<S, T, F>(s, n) }),
     }
 }
 
@@ -453,8 +461,12 @@ unsafe fn normed<S: Simd, T: SimdElement, const F: u8>(s: S, x: S::V, iv: S::V, 
 /// # Safety
 /// None beyond `s` proving its tier.
 #[inline(always)]
-unsafe fn round_to<S: Simd, T: SimdElement>(s: S, v: S::V) -> S::V {
-    T::round(s, v)
+unsafe fn round_to<S: Simd, T: SimdElement, const F: u8>(s: S, v: S::V) -> S::V {
+    if F & QUIET != 0 {
+        T::round_quiet(s, v)
+    } else {
+        T::round(s, v)
+    }
 }
 
 /// Arguments of one fused norm-then-rotate call (`Weighted` or `OnePlus` forms): the heads
@@ -539,16 +551,37 @@ pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>)
 pub(crate) unsafe fn norm_rope_heads<S: Simd, T: SimdElement>(s: S, a: &NormRopeArgs<'_, T>) {
     // SAFETY: forwarded from the caller.
     unsafe {
-        match (a.form, a.rotate.layout) {
-            (NormForm::OnePlus, Layout::HalfSplit) => norm_rope_in::<S, T, ONE_PLUS, false>(s, a),
-            (NormForm::OnePlus, Layout::Interleaved) => norm_rope_in::<S, T, ONE_PLUS, true>(s, a),
-            (_, Layout::HalfSplit) => norm_rope_in::<S, T, WEIGHTED, false>(s, a),
-            (_, Layout::Interleaved) => norm_rope_in::<S, T, WEIGHTED, true>(s, a),
+        match (a.form, a.rotate.layout, any_nan(s, a.weight)) {
+            (NormForm::OnePlus, Layout::HalfSplit, false) => {
+                norm_rope_in::<S, T, { ONE_PLUS | QUIET }, false>(s, a)
+            }
+            (NormForm::OnePlus, Layout::Interleaved, false) => {
+                norm_rope_in::<S, T, { ONE_PLUS | QUIET }, true>(s, a)
+            }
+            (_, Layout::HalfSplit, false) => norm_rope_in::<S, T, { WEIGHTED | QUIET }, false>(s, a),
+            (_, Layout::Interleaved, false) => norm_rope_in::<S, T, { WEIGHTED | QUIET }, true>(s, a),
+            (NormForm::OnePlus, Layout::HalfSplit, true) => norm_rope_in::<S, T, ONE_PLUS, false>(s, a),
+            (NormForm::OnePlus, Layout::Interleaved, true) => norm_rope_in::<S, T, ONE_PLUS, true>(s, a),
+            (_, Layout::HalfSplit, true) => norm_rope_in::<S, T, WEIGHTED, false>(s, a),
+            (_, Layout::Interleaved, true) => norm_rope_in::<S, T, WEIGHTED, true>(s, a),
         }
     }
 }
 
-/// [`norm_rope_heads`] for the form `F` and layout (`INTERLEAVED`).
+/// Whether any of `w` is NaN.
+#[inline(always)]
+fn any_nan<S: Simd>(s: S, w: &[f32]) -> bool {
+    let mut c = w.chunks_exact(S::LANES);
+    let mut nan = false;
+    for v in &mut c {
+        // SAFETY: a chunk of S::LANES readable f32.
+        let v = unsafe { s.load(v.as_ptr()) };
+        nan |= s.any_nan(v, v);
+    }
+    nan || c.remainder().iter().any(|w| w.is_nan())
+}
+
+/// [`norm_rope_heads`] for the form `F` (with flags) and layout (`INTERLEAVED`).
 ///
 /// # Safety
 /// As [`norm_rope_heads`].
@@ -705,8 +738,8 @@ unsafe fn half_split_vec<S: Simd, T: SimdElement, const F: u8>(
 ) -> (S::V, S::V) {
     // SAFETY: forwarded from the caller.
     unsafe {
-        let n0 = round_to::<S, T>(s, normed::<S, T, F>(s, x0, iv, w0));
-        let n1 = round_to::<S, T>(s, normed::<S, T, F>(s, x1, iv, w1));
+        let n0 = round_to::<S, T, F>(s, normed::<S, T, F>(s, x0, iv, w0));
+        let n1 = round_to::<S, T, F>(s, normed::<S, T, F>(s, x1, iv, w1));
         (s.sub(s.mul(n0, c), s.mul(n1, sn)), s.add(s.mul(n1, c), s.mul(n0, sn)))
     }
 }
@@ -736,7 +769,7 @@ unsafe fn interleaved_head<S: Simd, T: SimdElement, const F: u8>(
         // SAFETY: i + lanes <= rd.
         unsafe {
             let x = T::load(s, src.add(i));
-            let n = round_to::<S, T>(s, normed::<S, T, F>(s, x, iv, w.add(i)));
+            let n = round_to::<S, T, F>(s, normed::<S, T, F>(s, x, iv, w.add(i)));
             let y = s.add(s.mul(n, s.load(cc.add(i))), s.mul(s.swap_pairs(n), s.load(ss.add(i))));
             T::store(s, dst.add(i), y);
         }
@@ -753,7 +786,7 @@ unsafe fn interleaved_head<S: Simd, T: SimdElement, const F: u8>(
             ptr::copy_nonoverlapping(w.add(body), wv.as_mut_ptr(), r);
             ptr::copy_nonoverlapping(cc.add(body), c.as_mut_ptr(), r);
             ptr::copy_nonoverlapping(ss.add(body), sn.as_mut_ptr(), r);
-            let n = round_to::<S, T>(s, normed::<S, T, F>(s, T::load(s, x.as_ptr()), iv, wv.as_ptr()));
+            let n = round_to::<S, T, F>(s, normed::<S, T, F>(s, T::load(s, x.as_ptr()), iv, wv.as_ptr()));
             let y = s.add(s.mul(n, s.load(c.as_ptr())), s.mul(s.swap_pairs(n), s.load(sn.as_ptr())));
             T::store(s, x.as_mut_ptr(), y);
             ptr::copy_nonoverlapping(x.as_ptr(), dst.add(body), r);

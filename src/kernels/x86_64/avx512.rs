@@ -265,7 +265,11 @@ impl Simd for Avx512 {
     }
     #[inline(always)]
     fn round_bf16_f32(self, v: __m512) -> __m512 {
-        let r = self.round_bf16(self.canonicalize_nan(v));
+        self.round_bf16_f32_quiet(self.canonicalize_nan(v))
+    }
+    #[inline(always)]
+    fn round_bf16_f32_quiet(self, v: __m512) -> __m512 {
+        let r = self.round_bf16(v);
         // SAFETY: the token proves AVX-512F.
         unsafe { _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(0xFFFF_0000u32 as i32))) }
     }
