@@ -197,6 +197,10 @@ pub(crate) trait SimdElement: Element {
     /// `p .. p + S::LANES` is valid for writes.
     unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V);
 
+    /// Whether this is bf16, whose kernels may take the 32-bit word paths
+    /// ([`Simd::load_bf16_pairs`]) through a pointer cast.
+    const PAIRED_WORDS: bool = false;
+
     /// Rounds `S::LANES` values once to `Self` (NaN → canonical NaN) and stores them.
     ///
     /// # Safety
@@ -306,6 +310,7 @@ impl SimdElement for f16 {
 }
 
 impl SimdElement for bf16 {
+    const PAIRED_WORDS: bool = true;
     #[inline(always)]
     unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
         // SAFETY: forwarded from the caller.

@@ -32,7 +32,11 @@
 
 use core::ptr;
 
-use super::{heads_ahead, prefetch_range, Simd, SimdElement, MAX_LANES};
+use core::mem::MaybeUninit;
+
+use half::bf16;
+
+use super::{heads_ahead, prefetch_range, store_words, Row, Simd, SimdElement, MAX_LANES, SPLIT_ENTRIES};
 use crate::config::{Layout, MAX_ROTARY_DIM};
 use crate::element::Element;
 use crate::kernels::RotateArgs;
@@ -623,6 +627,26 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
     }
     let sign = s.splat(if r.inverse { -0.0 } else { 0.0 });
     let w = a.weight.as_ptr();
+    // bf16 HalfSplit: whole blocks of 2 * LANES pairs in 32-bit words, as the rotate kernel's
+    // `half_split_words`: the row and weight entries of each half split into even and odd
+    // once per call (block b, lane j: entry 2 LANES b + 2 j or + 1, i.e. entry k / 2 of the
+    // split row for k = 2 LANES b + 2 j). Only 0..words / 2 is written and read.
+    let words = if !INTERLEAVED && T::PAIRED_WORDS { pairs - pairs % (2 * S::LANES) } else { 0 };
+    let mut split = [const { Row([MaybeUninit::uninit(); SPLIT_ENTRIES]) }; 8];
+    {
+        let srcs = [r.cos.as_ptr(), r.sin.as_ptr(), w, w.wrapping_add(pairs)];
+        for (m, p) in srcs.into_iter().enumerate() {
+            for k in 0..words / 2 {
+                // SAFETY: 2 k + 1 < words <= pairs entries of the rows and of each half of
+                // the weight (head_dim >= 2 pairs entries); k < MAX_PAIRS / 2 = SPLIT_ENTRIES.
+                unsafe {
+                    split[2 * m].0[k].write(*p.add(2 * k));
+                    split[2 * m + 1].0[k].write(*p.add(2 * k + 1));
+                }
+            }
+        }
+    }
+    let rows: [*const f32; 8] = core::array::from_fn(|m| split[m].0.as_ptr().cast::<f32>());
     let mut inv = [0.0f32; CHUNK];
     let mut h0 = 0;
     while h0 < r.heads {
@@ -640,10 +664,15 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
                 if INTERLEAVED {
                     interleaved_head::<S, T, F>(s, src, dst, rd, iv, w, cc.0.as_ptr(), ss.0.as_ptr());
                 } else {
+                    if words > 0 {
+                        // T is bf16 (PAIRED_WORDS).
+                        half_split_words::<S, F>(s, src.cast(), dst.cast(), pairs, words, iv, &rows, sign);
+                    }
                     half_split_head::<S, T, F>(
                         s,
                         src,
                         dst,
+                        words,
                         pairs,
                         iv,
                         w,
@@ -663,7 +692,8 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
 #[repr(C, align(64))]
 struct ExpandedRow([f32; MAX_ROTARY_DIM]);
 
-/// Normalises and rotates the `HalfSplit` part of one head: `pairs` pairs `(i, i + pairs)`.
+/// Normalises and rotates pairs `words .. pairs` of the `HalfSplit` part of one head (pair
+/// `i` is elements `(i, i + pairs)`); `words` is a multiple of `2 * S::LANES`.
 ///
 /// # Safety
 /// `src`, `dst` are one head (equal or disjoint) of at least `2 * pairs` elements; `w` has
@@ -674,6 +704,7 @@ unsafe fn half_split_head<S: Simd, T: SimdElement, const F: u8>(
     s: S,
     src: *const T,
     dst: *mut T,
+    words: usize,
     pairs: usize,
     iv: S::V,
     w: *const f32,
@@ -683,7 +714,7 @@ unsafe fn half_split_head<S: Simd, T: SimdElement, const F: u8>(
 ) {
     let lanes = S::LANES;
     let body = pairs - pairs % lanes;
-    let mut i = 0;
+    let mut i = words;
     while i < body {
         // SAFETY: i + lanes <= pairs.
         unsafe {
@@ -715,6 +746,46 @@ unsafe fn half_split_head<S: Simd, T: SimdElement, const F: u8>(
             ptr::copy_nonoverlapping(x0.as_ptr(), dst.add(body), r);
             ptr::copy_nonoverlapping(x1.as_ptr(), dst.add(pairs + body), r);
         }
+    }
+}
+
+/// Normalises and rotates pairs `0 .. words` (whole blocks of `2 * S::LANES`) of the bf16
+/// `HalfSplit` part of one head in 32-bit words ([`Simd::load_bf16_pairs`]): the even and
+/// odd elements of a block are two vectors, each computing [`half_split_vec`]'s formula,
+/// with `rows` = cos, sin, first-half and second-half weights, each split into even and
+/// odd entries (see [`norm_rope_in`]).
+///
+/// # Safety
+/// As [`half_split_head`]; `rows` hold `words / 2` initialised entries each.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn half_split_words<S: Simd, const F: u8>(
+    s: S,
+    src: *const bf16,
+    dst: *mut bf16,
+    pairs: usize,
+    words: usize,
+    iv: S::V,
+    rows: &[*const f32; 8],
+    sign: S::V,
+) {
+    let [ce, co, se, so, w0e, w0o, w1e, w1o] = *rows;
+    let mut i = 0;
+    while i < words {
+        let r = i / 2;
+        // SAFETY: i + 2 lanes <= words <= pairs elements of each half; row entries
+        // r .. r + lanes <= words / 2, initialised.
+        unsafe {
+            let (x0e, x0o) = s.load_bf16_pairs(src.add(i));
+            let (x1e, x1o) = s.load_bf16_pairs(src.add(pairs + i));
+            let (c_e, c_o) = (s.load(ce.add(r)), s.load(co.add(r)));
+            let (s_e, s_o) = (s.xor(s.load(se.add(r)), sign), s.xor(s.load(so.add(r)), sign));
+            let (y0e, y1e) = half_split_vec::<S, bf16, F>(s, x0e, x1e, iv, w0e.add(r), w1e.add(r), c_e, s_e);
+            let (y0o, y1o) = half_split_vec::<S, bf16, F>(s, x0o, x1o, iv, w0o.add(r), w1o.add(r), c_o, s_o);
+            store_words(s, dst.add(i), y0e, y0o);
+            store_words(s, dst.add(pairs + i), y1e, y1o);
+        }
+        i += 2 * S::LANES;
     }
 }
 
