@@ -547,7 +547,9 @@ pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>)
 /// L1), normalised and rotated in registers, and written once. Every lane computes the
 /// norm's element formula (rounded to `T` for f16/bf16, as storing it would), then the
 /// rotation of the parent module's kernels on that value, so the result equals the norm
-/// followed by the rotate kernel bit for bit.
+/// followed by the rotate kernel bit for bit. The bf16 roundings before the rotation stay in
+/// registers ([`SimdElement::round`]), without the NaN canonicalisation when no weight is NaN
+/// (`QUIET`), and bf16 `HalfSplit` heads load and store 32-bit words (`half_split_words`).
 ///
 /// # Safety
 /// The contract of [`NormRopeFn`]; `s` proves the CPU supports its tier.
