@@ -1,5 +1,6 @@
 //! Fused QK-norm + RoPE (issue 15) against a norm pass followed by a RoPE pass, on the
-//! dispatcher's tier.
+//! AVX-512, AVX2 and NEON tiers (each object pinned with `with_tier`; a tier this CPU lacks is
+//! skipped and reported).
 //!
 //! Shape: Qwen3-8B prefill, 512 tokens, q of 32 heads and k of 8 heads (BSHD), head_dim 128,
 //! theta 1e6, cached cos/sin rows, positions 0..512. Each (dtype, form) is one criterion
@@ -15,7 +16,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use rope_kernels::{bf16, Apply, Element, HeadsMut, QkNorm, Rope, RopeConfig, View};
+use rope_kernels::{bf16, Apply, Element, HeadsMut, QkNorm, Rope, RopeConfig, Tier, View};
 
 const HEAD_DIM: usize = 128;
 const TOKENS: usize = 512;
@@ -33,8 +34,11 @@ fn data<T: Element>(n: usize, seed: u32) -> Vec<T> {
         .collect()
 }
 
-fn bench_dtype<T: Element>(c: &mut Criterion, name: &str) {
-    let rope = Rope::new(RopeConfig::new(HEAD_DIM, 1_000_000.0)).unwrap();
+fn bench_dtype<T: Element>(c: &mut Criterion, name: &str, tier: Tier) {
+    let Ok(rope) = Rope::new(RopeConfig::new(HEAD_DIM, 1_000_000.0)).unwrap().with_tier(tier) else {
+        eprintln!("skipping {tier}: not on this CPU");
+        return;
+    };
     let cache = rope.build_cache(TOKENS).unwrap();
     let opts = Apply::start(0).with_table(cache.table());
     let (qv, kv) = (View::bshd(TOKENS, Q_HEADS, HEAD_DIM), View::bshd(TOKENS, K_HEADS, HEAD_DIM));
@@ -79,8 +83,10 @@ fn bench_dtype<T: Element>(c: &mut Criterion, name: &str) {
 }
 
 fn benches(c: &mut Criterion) {
-    bench_dtype::<f32>(c, "f32");
-    bench_dtype::<bf16>(c, "bf16");
+    for tier in [Tier::Avx512, Tier::Avx2, Tier::Neon] {
+        bench_dtype::<f32>(c, "f32", tier);
+        bench_dtype::<bf16>(c, "bf16", tier);
+    }
 }
 
 criterion_group!(qknorm, benches);

@@ -139,6 +139,14 @@ pub(crate) trait Simd: Copy {
     /// # Safety
     /// `p .. p + 2 * LANES` is valid for writes.
     unsafe fn store_bf16_pairs(self, p: *mut bf16, y0: Self::V, y1: Self::V);
+    /// `v` rounded to bf16 as [`Simd::store_bf16`] rounds it (NaN lanes first replaced by
+    /// the canonical NaN) and widened back: the bits that storing and reloading give, kept
+    /// in registers.
+    fn round_bf16_f32(self, v: Self::V) -> Self::V;
+    /// [`Simd::round_bf16_f32`] without the NaN canonicalisation, for a `v` whose NaN lanes
+    /// (if any) have their low 16 bits clear: such a NaN rounds to itself (a larger
+    /// payload could carry into the sign and round to zero).
+    fn round_bf16_f32_quiet(self, v: Self::V) -> Self::V;
     /// Hints that the cache line holding `p` will be read soon. Never faults (any address
     /// is allowed); the default does nothing.
     #[inline(always)]
@@ -193,6 +201,12 @@ pub(crate) trait SimdElement: Element {
     /// `p .. p + S::LANES` is valid for writes.
     unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V);
 
+    /// Whether this is bf16, whose kernels may take the 32-bit word paths
+    /// ([`Simd::load_bf16_pairs`]) through a pointer cast: its `Interleaved` kernel works on
+    /// whole pairs per lane (a pair is one 32-bit word), so a vector holds `LANES` pairs
+    /// rather than `LANES / 2` (read by the x86-64 tiers' short-head rule, [`pads`]).
+    const PAIRED_WORDS: bool = false;
+
     /// Rounds `S::LANES` values once to `Self` (NaN → canonical NaN) and stores them.
     ///
     /// # Safety
@@ -204,11 +218,6 @@ pub(crate) trait SimdElement: Element {
         unsafe { Self::store_canonical(s, p, v) }
     }
 
-    /// Whether the type's `Interleaved` kernel works on whole pairs per lane (bf16: a pair
-    /// is one 32-bit word), so that a vector holds `LANES` pairs rather than `LANES / 2`.
-    // Read by the x86-64 tiers' short-head rule ([`pads`]) only.
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    const PAIR_LANES: bool = false;
 
     /// Whether the portable tier's 4-lane vectors convert this type in vectors (f32, bf16;
     /// f16 is converted lane by lane there), so that the x86-64 tiers can run heads shorter
@@ -248,6 +257,25 @@ pub(crate) trait SimdElement: Element {
         false
     }
 
+    /// `v` rounded to `Self` (NaN → canonical NaN) and widened back, as [`SimdElement::store`]
+    /// then [`SimdElement::load`] would give; the default goes through a stack buffer.
+    #[inline(always)]
+    fn round<S: Simd>(s: S, v: S::V) -> S::V {
+        let mut b = [Self::default(); MAX_LANES];
+        // SAFETY: the local buffer holds a full vector.
+        unsafe {
+            Self::store(s, b.as_mut_ptr(), v);
+            Self::load(s, b.as_ptr())
+        }
+    }
+
+    /// [`SimdElement::round`] of a `v` whose NaN lanes have their low 16 bits clear; it
+    /// may leave such a NaN as it is instead of making it canonical.
+    #[inline(always)]
+    fn round_quiet<S: Simd>(s: S, v: S::V) -> S::V {
+        Self::round(s, v)
+    }
+
     /// [`SimdElement::store`] of two vectors, with one NaN check for both.
     ///
     /// # Safety
@@ -275,6 +303,10 @@ impl SimdElement for f32 {
         // SAFETY: forwarded from the caller.
         unsafe { s.store(p, v) }
     }
+    #[inline(always)]
+    fn round<S: Simd>(_: S, v: S::V) -> S::V {
+        v
+    }
 }
 
 impl SimdElement for f16 {
@@ -292,7 +324,7 @@ impl SimdElement for f16 {
 }
 
 impl SimdElement for bf16 {
-    const PAIR_LANES: bool = true;
+    const PAIRED_WORDS: bool = true;
     #[inline(always)]
     unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
         // SAFETY: forwarded from the caller.
@@ -302,6 +334,14 @@ impl SimdElement for bf16 {
     unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V) {
         // SAFETY: forwarded from the caller.
         unsafe { s.store_bf16(p, v) }
+    }
+    #[inline(always)]
+    fn round<S: Simd>(s: S, v: S::V) -> S::V {
+        s.round_bf16_f32(v)
+    }
+    #[inline(always)]
+    fn round_quiet<S: Simd>(s: S, v: S::V) -> S::V {
+        s.round_bf16_f32_quiet(v)
     }
     #[inline(always)]
     unsafe fn scale_special<S: Simd>(s: S, x: *mut Self, len: usize, c: f32) -> bool {
@@ -446,7 +486,7 @@ unsafe fn interleaved_step<S: Simd, T: SimdElement>(
 pub(crate) fn pads<T: SimdElement>(lanes: usize, a: &RotateArgs<'_, T>) -> bool {
     let pairs = a.cos.len();
     let units = match a.layout {
-        Layout::Interleaved if !T::PAIR_LANES => 2 * pairs,
+        Layout::Interleaved if !T::PAIRED_WORDS => 2 * pairs,
         _ => pairs,
     };
     !units.is_multiple_of(lanes) && units < lanes

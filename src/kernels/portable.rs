@@ -185,6 +185,14 @@ impl Simd for Portable {
         // SAFETY: the caller guarantees 8 writable bf16.
         unsafe { p.cast::<[u16; 8]>().write_unaligned(h) }
     }
+    #[inline(always)]
+    fn round_bf16_f32(self, v: f32x4) -> f32x4 {
+        self.round_bf16_f32_quiet(self.canonicalize_nan(v))
+    }
+    #[inline(always)]
+    fn round_bf16_f32_quiet(self, v: f32x4) -> f32x4 {
+        f32x4::from_bits(round_bf16(v) & u32x4::splat(0xFFFF_0000))
+    }
 }
 
 /// `bits + 0x7FFF + ((bits >> 16) & 1)` per lane: the bf16 rounding of

@@ -218,4 +218,14 @@ impl Simd for Neon {
             vst1q_u16(p.cast(), vreinterpretq_u16_u32(w));
         }
     }
+    #[inline(always)]
+    fn round_bf16_f32(self, v: float32x4_t) -> float32x4_t {
+        self.round_bf16_f32_quiet(self.canonicalize_nan(v))
+    }
+    #[inline(always)]
+    fn round_bf16_f32_quiet(self, v: float32x4_t) -> float32x4_t {
+        let r = self.round_bf16(v);
+        // SAFETY: the token proves NEON.
+        unsafe { vreinterpretq_f32_u32(vandq_u32(r, vdupq_n_u32(0xFFFF_0000))) }
+    }
 }

@@ -32,7 +32,11 @@
 
 use core::ptr;
 
-use super::{heads_ahead, prefetch_range, Simd, SimdElement, MAX_LANES};
+use core::mem::MaybeUninit;
+
+use half::bf16;
+
+use super::{heads_ahead, prefetch_range, store_words, Row, Simd, SimdElement, MAX_LANES, SPLIT_ENTRIES};
 use crate::config::{Layout, MAX_ROTARY_DIM};
 use crate::element::Element;
 use crate::kernels::RotateArgs;
@@ -387,6 +391,14 @@ unsafe fn scale_segment<S: Simd, T: SimdElement>(
 const WEIGHTED: u8 = 0;
 const ONE_PLUS: u8 = 1;
 const PLAIN: u8 = 2;
+/// The bits of the form in a const `F` (the rest are flags).
+const FORM: u8 = 3;
+/// Flag of `F`: no weight is NaN, so every NaN the fused kernel can meet before its final
+/// store is quiet with its low 16 bits clear (made from a bf16 input, or the default NaN of
+/// `0 * inf`), and the intermediate bf16 rounding skips the NaN canonicalisation
+/// ([`Simd::round_bf16_f32_quiet`]): such a NaN rounds to a NaN, and any NaN lane ends as the
+/// canonical NaN at the final store, as in the oracle.
+const QUIET: u8 = 4;
 
 /// [`scale_segment`] for the form `F`.
 ///
@@ -420,7 +432,7 @@ unsafe fn scale_segment_in<S: Simd, T: SimdElement, const F: u8>(
         // SAFETY: r < lanes elements of each range; the stack buffers hold a full vector.
         unsafe {
             ptr::copy_nonoverlapping(src.add(body), x.as_mut_ptr(), r);
-            if F != PLAIN {
+            if F & FORM != PLAIN {
                 ptr::copy_nonoverlapping(w.add(body), wv.as_mut_ptr(), r);
             }
             let y = normed::<S, T, F>(s, T::load(s, x.as_ptr()), iv, wv.as_ptr());
@@ -437,31 +449,27 @@ unsafe fn scale_segment_in<S: Simd, T: SimdElement, const F: u8>(
 #[inline(always)]
 unsafe fn normed<S: Simd, T: SimdElement, const F: u8>(s: S, x: S::V, iv: S::V, w: *const f32) -> S::V {
     let n = s.mul(x, iv);
-    match F {
+    match F & FORM {
         PLAIN => n,
         // SAFETY: forwarded from the caller.
         ONE_PLUS => s.mul(n, s.add(s.splat(1.0), unsafe { s.load(w) })),
         // SAFETY: forwarded from the caller; the rounding to the input type first is HF's
         // `.to(input_dtype)` (exact for f32).
-        _ => s.mul(unsafe { s.load(w) }, unsafe { round_to::<S, T>(s, n) }),
+        _ => s.mul(unsafe { s.load(w) }, unsafe { round_to::<S, T, F>(s, n) }),
     }
 }
 
-/// `v` rounded to `T` and widened back (NaN canonical), as storing and reloading it does;
-/// the identity for f32.
+/// `v` rounded to `T` and widened back (NaN canonical), as storing and reloading it does
+/// ([`SimdElement::round`]: the identity for f32, in registers for bf16).
 ///
 /// # Safety
-/// None beyond `s` proving its tier (the buffer is local).
+/// None beyond `s` proving its tier.
 #[inline(always)]
-unsafe fn round_to<S: Simd, T: SimdElement>(s: S, v: S::V) -> S::V {
-    if core::mem::size_of::<T>() == 4 {
-        return v;
-    }
-    let mut b = [T::default(); MAX_LANES];
-    // SAFETY: the buffer holds a full vector.
-    unsafe {
-        T::store(s, b.as_mut_ptr(), v);
-        T::load(s, b.as_ptr())
+unsafe fn round_to<S: Simd, T: SimdElement, const F: u8>(s: S, v: S::V) -> S::V {
+    if F & QUIET != 0 {
+        T::round_quiet(s, v)
+    } else {
+        T::round(s, v)
     }
 }
 
@@ -539,7 +547,9 @@ pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>)
 /// L1), normalised and rotated in registers, and written once. Every lane computes the
 /// norm's element formula (rounded to `T` for f16/bf16, as storing it would), then the
 /// rotation of the parent module's kernels on that value, so the result equals the norm
-/// followed by the rotate kernel bit for bit.
+/// followed by the rotate kernel bit for bit. The bf16 roundings before the rotation stay in
+/// registers ([`SimdElement::round`]), without the NaN canonicalisation when no weight is NaN
+/// (`QUIET`), and bf16 `HalfSplit` heads load and store 32-bit words (`half_split_words`).
 ///
 /// # Safety
 /// The contract of [`NormRopeFn`]; `s` proves the CPU supports its tier.
@@ -547,16 +557,37 @@ pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>)
 pub(crate) unsafe fn norm_rope_heads<S: Simd, T: SimdElement>(s: S, a: &NormRopeArgs<'_, T>) {
     // SAFETY: forwarded from the caller.
     unsafe {
-        match (a.form, a.rotate.layout) {
-            (NormForm::OnePlus, Layout::HalfSplit) => norm_rope_in::<S, T, ONE_PLUS, false>(s, a),
-            (NormForm::OnePlus, Layout::Interleaved) => norm_rope_in::<S, T, ONE_PLUS, true>(s, a),
-            (_, Layout::HalfSplit) => norm_rope_in::<S, T, WEIGHTED, false>(s, a),
-            (_, Layout::Interleaved) => norm_rope_in::<S, T, WEIGHTED, true>(s, a),
+        match (a.form, a.rotate.layout, any_nan(s, a.weight)) {
+            (NormForm::OnePlus, Layout::HalfSplit, false) => {
+                norm_rope_in::<S, T, { ONE_PLUS | QUIET }, false>(s, a)
+            }
+            (NormForm::OnePlus, Layout::Interleaved, false) => {
+                norm_rope_in::<S, T, { ONE_PLUS | QUIET }, true>(s, a)
+            }
+            (_, Layout::HalfSplit, false) => norm_rope_in::<S, T, { WEIGHTED | QUIET }, false>(s, a),
+            (_, Layout::Interleaved, false) => norm_rope_in::<S, T, { WEIGHTED | QUIET }, true>(s, a),
+            (NormForm::OnePlus, Layout::HalfSplit, true) => norm_rope_in::<S, T, ONE_PLUS, false>(s, a),
+            (NormForm::OnePlus, Layout::Interleaved, true) => norm_rope_in::<S, T, ONE_PLUS, true>(s, a),
+            (_, Layout::HalfSplit, true) => norm_rope_in::<S, T, WEIGHTED, false>(s, a),
+            (_, Layout::Interleaved, true) => norm_rope_in::<S, T, WEIGHTED, true>(s, a),
         }
     }
 }
 
-/// [`norm_rope_heads`] for the form `F` and layout (`INTERLEAVED`).
+/// Whether any of `w` is NaN.
+#[inline(always)]
+fn any_nan<S: Simd>(s: S, w: &[f32]) -> bool {
+    let mut c = w.chunks_exact(S::LANES);
+    let mut nan = false;
+    for v in &mut c {
+        // SAFETY: a chunk of S::LANES readable f32.
+        let v = unsafe { s.load(v.as_ptr()) };
+        nan |= s.any_nan(v, v);
+    }
+    nan || c.remainder().iter().any(|w| w.is_nan())
+}
+
+/// [`norm_rope_heads`] for the form `F` (with flags) and layout (`INTERLEAVED`).
 ///
 /// # Safety
 /// As [`norm_rope_heads`].
@@ -598,6 +629,26 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
     }
     let sign = s.splat(if r.inverse { -0.0 } else { 0.0 });
     let w = a.weight.as_ptr();
+    // bf16 HalfSplit: whole blocks of 2 * LANES pairs in 32-bit words, as the rotate kernel's
+    // `half_split_words`: the row and weight entries of each half split into even and odd
+    // once per call (block b, lane j: entry 2 LANES b + 2 j or + 1, i.e. entry k / 2 of the
+    // split row for k = 2 LANES b + 2 j). Only 0..words / 2 is written and read.
+    let words = if !INTERLEAVED && T::PAIRED_WORDS { pairs - pairs % (2 * S::LANES) } else { 0 };
+    let mut split = [const { Row([MaybeUninit::uninit(); SPLIT_ENTRIES]) }; 8];
+    {
+        let srcs = [r.cos.as_ptr(), r.sin.as_ptr(), w, w.wrapping_add(pairs)];
+        for (m, p) in srcs.into_iter().enumerate() {
+            for k in 0..words / 2 {
+                // SAFETY: 2 k + 1 < words <= pairs entries of the rows and of each half of
+                // the weight (head_dim >= 2 pairs entries); k < MAX_PAIRS / 2 = SPLIT_ENTRIES.
+                unsafe {
+                    split[2 * m].0[k].write(*p.add(2 * k));
+                    split[2 * m + 1].0[k].write(*p.add(2 * k + 1));
+                }
+            }
+        }
+    }
+    let rows: [*const f32; 8] = core::array::from_fn(|m| split[m].0.as_ptr().cast::<f32>());
     let mut inv = [0.0f32; CHUNK];
     let mut h0 = 0;
     while h0 < r.heads {
@@ -615,10 +666,15 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
                 if INTERLEAVED {
                     interleaved_head::<S, T, F>(s, src, dst, rd, iv, w, cc.0.as_ptr(), ss.0.as_ptr());
                 } else {
+                    if words > 0 {
+                        // T is bf16 (PAIRED_WORDS).
+                        half_split_words::<S, F>(s, src.cast(), dst.cast(), pairs, words, iv, &rows, sign);
+                    }
                     half_split_head::<S, T, F>(
                         s,
                         src,
                         dst,
+                        words,
                         pairs,
                         iv,
                         w,
@@ -638,7 +694,8 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
 #[repr(C, align(64))]
 struct ExpandedRow([f32; MAX_ROTARY_DIM]);
 
-/// Normalises and rotates the `HalfSplit` part of one head: `pairs` pairs `(i, i + pairs)`.
+/// Normalises and rotates pairs `words .. pairs` of the `HalfSplit` part of one head (pair
+/// `i` is elements `(i, i + pairs)`); `words` is a multiple of `2 * S::LANES`.
 ///
 /// # Safety
 /// `src`, `dst` are one head (equal or disjoint) of at least `2 * pairs` elements; `w` has
@@ -649,6 +706,7 @@ unsafe fn half_split_head<S: Simd, T: SimdElement, const F: u8>(
     s: S,
     src: *const T,
     dst: *mut T,
+    words: usize,
     pairs: usize,
     iv: S::V,
     w: *const f32,
@@ -658,7 +716,7 @@ unsafe fn half_split_head<S: Simd, T: SimdElement, const F: u8>(
 ) {
     let lanes = S::LANES;
     let body = pairs - pairs % lanes;
-    let mut i = 0;
+    let mut i = words;
     while i < body {
         // SAFETY: i + lanes <= pairs.
         unsafe {
@@ -693,6 +751,46 @@ unsafe fn half_split_head<S: Simd, T: SimdElement, const F: u8>(
     }
 }
 
+/// Normalises and rotates pairs `0 .. words` (whole blocks of `2 * S::LANES`) of the bf16
+/// `HalfSplit` part of one head in 32-bit words ([`Simd::load_bf16_pairs`]): the even and
+/// odd elements of a block are two vectors, each computing [`half_split_vec`]'s formula,
+/// with `rows` = cos, sin, first-half and second-half weights, each split into even and
+/// odd entries (see [`norm_rope_in`]).
+///
+/// # Safety
+/// As [`half_split_head`]; `rows` hold `words / 2` initialised entries each.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn half_split_words<S: Simd, const F: u8>(
+    s: S,
+    src: *const bf16,
+    dst: *mut bf16,
+    pairs: usize,
+    words: usize,
+    iv: S::V,
+    rows: &[*const f32; 8],
+    sign: S::V,
+) {
+    let [ce, co, se, so, w0e, w0o, w1e, w1o] = *rows;
+    let mut i = 0;
+    while i < words {
+        let r = i / 2;
+        // SAFETY: i + 2 lanes <= words <= pairs elements of each half; row entries
+        // r .. r + lanes <= words / 2, initialised.
+        unsafe {
+            let (x0e, x0o) = s.load_bf16_pairs(src.add(i));
+            let (x1e, x1o) = s.load_bf16_pairs(src.add(pairs + i));
+            let (c_e, c_o) = (s.load(ce.add(r)), s.load(co.add(r)));
+            let (s_e, s_o) = (s.xor(s.load(se.add(r)), sign), s.xor(s.load(so.add(r)), sign));
+            let (y0e, y1e) = half_split_vec::<S, bf16, F>(s, x0e, x1e, iv, w0e.add(r), w1e.add(r), c_e, s_e);
+            let (y0o, y1o) = half_split_vec::<S, bf16, F>(s, x0o, x1o, iv, w0o.add(r), w1o.add(r), c_o, s_o);
+            store_words(s, dst.add(i), y0e, y0o);
+            store_words(s, dst.add(pairs + i), y1e, y1o);
+        }
+        i += 2 * S::LANES;
+    }
+}
+
 /// One `HalfSplit` vector step: normed `n0`, `n1` (rounded to `T`), then
 /// `y0 = (n0 * c) - (n1 * sn)`, `y1 = (n1 * c) + (n0 * sn)` (`sn` negated for the inverse),
 /// the rotate kernel's formula.
@@ -713,8 +811,8 @@ unsafe fn half_split_vec<S: Simd, T: SimdElement, const F: u8>(
 ) -> (S::V, S::V) {
     // SAFETY: forwarded from the caller.
     unsafe {
-        let n0 = round_to::<S, T>(s, normed::<S, T, F>(s, x0, iv, w0));
-        let n1 = round_to::<S, T>(s, normed::<S, T, F>(s, x1, iv, w1));
+        let n0 = round_to::<S, T, F>(s, normed::<S, T, F>(s, x0, iv, w0));
+        let n1 = round_to::<S, T, F>(s, normed::<S, T, F>(s, x1, iv, w1));
         (s.sub(s.mul(n0, c), s.mul(n1, sn)), s.add(s.mul(n1, c), s.mul(n0, sn)))
     }
 }
@@ -744,7 +842,7 @@ unsafe fn interleaved_head<S: Simd, T: SimdElement, const F: u8>(
         // SAFETY: i + lanes <= rd.
         unsafe {
             let x = T::load(s, src.add(i));
-            let n = round_to::<S, T>(s, normed::<S, T, F>(s, x, iv, w.add(i)));
+            let n = round_to::<S, T, F>(s, normed::<S, T, F>(s, x, iv, w.add(i)));
             let y = s.add(s.mul(n, s.load(cc.add(i))), s.mul(s.swap_pairs(n), s.load(ss.add(i))));
             T::store(s, dst.add(i), y);
         }
@@ -761,7 +859,7 @@ unsafe fn interleaved_head<S: Simd, T: SimdElement, const F: u8>(
             ptr::copy_nonoverlapping(w.add(body), wv.as_mut_ptr(), r);
             ptr::copy_nonoverlapping(cc.add(body), c.as_mut_ptr(), r);
             ptr::copy_nonoverlapping(ss.add(body), sn.as_mut_ptr(), r);
-            let n = round_to::<S, T>(s, normed::<S, T, F>(s, T::load(s, x.as_ptr()), iv, wv.as_ptr()));
+            let n = round_to::<S, T, F>(s, normed::<S, T, F>(s, T::load(s, x.as_ptr()), iv, wv.as_ptr()));
             let y = s.add(s.mul(n, s.load(c.as_ptr())), s.mul(s.swap_pairs(n), s.load(sn.as_ptr())));
             T::store(s, x.as_mut_ptr(), y);
             ptr::copy_nonoverlapping(x.as_ptr(), dst.add(body), r);

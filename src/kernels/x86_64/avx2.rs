@@ -260,4 +260,14 @@ impl Simd for Avx2 {
             _mm256_storeu_si256(p.cast(), _mm256_or_si256(lo, hi));
         }
     }
+    #[inline(always)]
+    fn round_bf16_f32(self, v: __m256) -> __m256 {
+        self.round_bf16_f32_quiet(self.canonicalize_nan(v))
+    }
+    #[inline(always)]
+    fn round_bf16_f32_quiet(self, v: __m256) -> __m256 {
+        let r = self.round_bf16(v);
+        // SAFETY: the token proves AVX2.
+        unsafe { _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(0xFFFF_0000u32 as i32))) }
+    }
 }

@@ -293,6 +293,16 @@ impl Simd for Avx512 {
             _mm512_storeu_si512(p.cast(), _mm512_or_si512(lo, hi));
         }
     }
+    #[inline(always)]
+    fn round_bf16_f32(self, v: __m512) -> __m512 {
+        self.round_bf16_f32_quiet(self.canonicalize_nan(v))
+    }
+    #[inline(always)]
+    fn round_bf16_f32_quiet(self, v: __m512) -> __m512 {
+        let r = self.round_bf16(v);
+        // SAFETY: the token proves AVX-512F.
+        unsafe { _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(0xFFFF_0000u32 as i32))) }
+    }
 }
 
 /// `[lo | hi]` from two 256-bit halves with AVX-512F only (`_mm512_insertf32x8` is DQ).
