@@ -218,7 +218,6 @@ pub(crate) trait SimdElement: Element {
         unsafe { Self::store_canonical(s, p, v) }
     }
 
-
     /// Whether the portable tier's 4-lane vectors convert this type in vectors (f32, bf16;
     /// f16 is converted lane by lane there), so that the x86-64 tiers can run heads shorter
     /// than their own vectors on them ([`pads`]) instead of through padded copies.
