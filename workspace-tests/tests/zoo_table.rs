@@ -7,7 +7,7 @@ use std::process::Command;
 
 #[test]
 fn zoo_table_fails_when_a_rope_row_beats_its_roofline() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/zoo-table.py");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/zoo-table.py");
     let out = match Command::new("python3").arg(script).arg("--self-test").output() {
         Ok(o) => o,
         Err(e) => {
