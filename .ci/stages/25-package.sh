@@ -17,8 +17,11 @@ crate="target/package/rope-kernels-$version.crate"
 test -s "$crate"
 echo "package: $(tar tzf "$crate" | wc -l) files in $crate"
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# A fixed directory: the test binaries in target/packaged embed its path
+# (CARGO_MANIFEST_DIR), and cargo may reuse them on a second run.
+work="$root/target/package-unpacked"
+rm -rf "$work"
+mkdir -p "$work"
 tar xzf "$crate" -C "$work"
 echo "=== package: cargo test in the unpacked crate"
 # The workspace's target dir, so the dependencies built by earlier steps are reused.
