@@ -17,9 +17,9 @@ crate="target/package/rope-kernels-$version.crate"
 test -s "$crate"
 echo "package: $(tar tzf "$crate" | wc -l) files in $crate"
 
-# A fixed directory: the test binaries in target/packaged embed its path
-# (CARGO_MANIFEST_DIR), and cargo may reuse them on a second run.
-work="$root/target/package-unpacked"
+# A fixed directory outside the workspace: the test binaries in target/packaged embed its
+# path (CARGO_MANIFEST_DIR), and cargo may reuse them on a second run.
+work="${TMPDIR:-/tmp}/rope-kernels-package-check"
 rm -rf "$work"
 mkdir -p "$work"
 tar xzf "$crate" -C "$work"
