@@ -15,6 +15,13 @@ pub enum Operand {
     KOut,
     /// A caller-provided cos/sin table or cache.
     CosSin,
+    /// The value tensor of an attention-layer call ([`RopeRef::apply_layer`]): its head set
+    /// in the fused buffer.
+    ///
+    /// [`RopeRef::apply_layer`]: crate::RopeRef::apply_layer
+    V,
+    /// The destination of the value tensor of an attention-layer call (a tensor or cache).
+    VOut,
 }
 
 /// Every way a call can fail. A call that returns an error has written nothing.
@@ -210,6 +217,88 @@ pub enum RopeError {
     },
     /// The norm's `eps` is not finite or is negative.
     InvalidNormEps,
+
+    // ---- Attention-layer calls (`RopeRef::apply_layer`: head sets, destinations, batches) ----
+    /// Two head sets of the fused buffer share an element (decided exactly on the elements
+    /// the sets touch, not by address range). `a` comes before `b` in q, k, v order.
+    OverlappingHeadSets {
+        /// The first set ([`Operand::Q`] or [`Operand::K`]).
+        a: Operand,
+        /// The second set ([`Operand::K`] or [`Operand::V`]).
+        b: Operand,
+    },
+    /// An input/output element-type pair the call cannot do: `Dest::InPlace` with an output
+    /// type other than the input's (in place means the input's own elements).
+    UnsupportedTypePair {
+        /// The destination ([`Operand::QOut`], [`Operand::KOut`] or [`Operand::VOut`]).
+        operand: Operand,
+    },
+    /// A `q8_0` destination whose `head_dim` is not a multiple of 32: a head row must be a
+    /// whole number of ggml `block_q8_0` blocks.
+    PartialQuantBlock {
+        /// The destination.
+        operand: Operand,
+        /// The head dimension.
+        head_dim: usize,
+    },
+    /// A ragged batch whose `indptr` (FlashInfer `append_indptr`) is empty, does not start at
+    /// 0, decreases, or does not end at the call's token count; or whose per-sequence `start`
+    /// has another length than `indptr.len() - 1`.
+    InvalidIndptr {
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A vLLM `slot_mapping` whose length is not the call's token count.
+    SlotMappingLength {
+        /// The destination.
+        operand: Operand,
+        /// Tokens of the call.
+        tokens: usize,
+        /// Entries of `slot_mapping`.
+        len: usize,
+    },
+    /// A token's cache slot is outside the cache (`slot >= num_blocks * block_size`, or a
+    /// `slot_mapping` entry below -1).
+    SlotOutOfRange {
+        /// The destination.
+        operand: Operand,
+        /// The token (index in the call).
+        token: usize,
+        /// The slot.
+        slot: i64,
+        /// Slots of the cache (`num_blocks * block_size`).
+        slots: usize,
+    },
+    /// A `block_table` entry names a block outside the cache (`block >= num_blocks`).
+    BlockOutOfRange {
+        /// The destination.
+        operand: Operand,
+        /// The token (index in the call) whose position reads the entry.
+        token: usize,
+        /// The block number read from the table.
+        block: u32,
+        /// Blocks of the cache.
+        num_blocks: usize,
+    },
+    /// A `block_table` too short for a token's position: `position / block_size >=
+    /// blocks_per_seq`, or the table has fewer than `(sequence + 1) * blocks_per_seq` entries.
+    BlockTableTooShort {
+        /// The destination.
+        operand: Operand,
+        /// The sequence of the batch.
+        sequence: usize,
+        /// The position that needs a block.
+        position: u32,
+    },
+    /// Two tokens of the call would write one cache row (the same slot).
+    DuplicateSlot {
+        /// The destination.
+        operand: Operand,
+        /// The later of the two tokens (index in the call).
+        token: usize,
+        /// The slot both map to.
+        slot: usize,
+    },
 }
 
 impl fmt::Display for RopeError {
@@ -296,6 +385,41 @@ impl fmt::Display for RopeError {
                 write!(f, "{operand:?}: norm weight has {len} entries, expected head_dim = {expected}")
             }
             RopeError::InvalidNormEps => f.write_str("norm eps must be finite and >= 0"),
+
+            // ---- Attention-layer calls ----
+            RopeError::OverlappingHeadSets { a, b } => {
+                write!(f, "head sets {a:?} and {b:?} share elements of the fused buffer")
+            }
+            RopeError::UnsupportedTypePair { operand } => {
+                write!(f, "{operand:?}: in place needs the output type to be the input type")
+            }
+            RopeError::PartialQuantBlock { operand, head_dim } => {
+                write!(f, "{operand:?}: q8_0 rows need head_dim % 32 == 0, got {head_dim}")
+            }
+            RopeError::InvalidIndptr { reason } => write!(f, "ragged batch: {reason}"),
+            RopeError::SlotMappingLength { operand, tokens, len } => {
+                write!(f, "{operand:?}: slot_mapping has {len} entries for {tokens} tokens")
+            }
+            RopeError::SlotOutOfRange { operand, token, slot, slots } => {
+                write!(
+                    f,
+                    "{operand:?}: token {token} maps to slot {slot}, outside the cache of {slots} slots"
+                )
+            }
+            RopeError::BlockOutOfRange { operand, token, block, num_blocks } => write!(
+                f,
+                "{operand:?}: token {token} maps to block {block}, outside the cache of {num_blocks} blocks"
+            ),
+            RopeError::BlockTableTooShort { operand, sequence, position } => write!(
+                f,
+                "{operand:?}: the block table of sequence {sequence} has no block for position {position}"
+            ),
+            RopeError::DuplicateSlot { operand, token, slot } => {
+                write!(
+                    f,
+                    "{operand:?}: token {token} maps to slot {slot}, already written by an earlier token"
+                )
+            }
         }
     }
 }

@@ -94,6 +94,7 @@ pub use rope::{
     Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, QkNorm, Rope, RopeRef, RopeState,
     TokenChunk, TokenChunks, WeightOffset,
 };
+pub use rope::{Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Slots};
 pub use view::View;
 
 /// The Rust examples of README.md, run as doctests.

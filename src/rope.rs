@@ -31,6 +31,9 @@ pub use chunked::{PreparedCall, TokenChunk, TokenChunks};
 mod qknorm;
 pub use qknorm::{QkNorm, WeightOffset};
 
+mod layer;
+pub use layer::{Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Slots};
+
 /// Rotation direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Direction {

@@ -74,35 +74,52 @@ impl View {
     /// [`RopeError::OverlappingStrides`], [`RopeError::StrideOverflow`],
     /// [`RopeError::BufferTooShort`], each naming `operand`.
     pub fn validate(&self, head_dim: usize, len: usize, operand: Operand) -> Result<usize, RopeError> {
-        if self.is_empty() {
-            return Ok(0);
-        }
-        let overflow = RopeError::StrideOverflow { operand };
-        let t_span = (self.tokens - 1).checked_mul(self.token_stride).ok_or(overflow)?;
-        let h_span = (self.heads - 1).checked_mul(self.head_stride).ok_or(overflow)?;
-        let needed = t_span.checked_add(h_span).and_then(|s| s.checked_add(head_dim)).ok_or(overflow)?;
-
-        // Dimensions with a single entry impose nothing; order the others by stride.
-        let mut dims = [(self.tokens, self.token_stride), (self.heads, self.head_stride)];
-        if dims[0].1 > dims[1].1 {
-            dims.swap(0, 1);
-        }
-        let mut inner_extent = head_dim;
-        for (count, stride) in dims {
-            if count > 1 {
-                if stride < inner_extent {
-                    return Err(RopeError::OverlappingStrides { operand });
-                }
-                // Cannot overflow: bounded by `needed`.
-                inner_extent += (count - 1) * stride;
-            }
-        }
-
-        if len < needed {
-            return Err(RopeError::BufferTooShort { operand, needed, len });
-        }
-        Ok(needed)
+        let dims = [(self.tokens, self.token_stride), (self.heads, self.head_stride)];
+        validate_lattice(dims, head_dim, len, operand)
     }
+}
+
+/// Checks a lattice of rows: row `(i_0, .., i_n)` (`i_k < dims[k].0`) starts at `sum i_k *
+/// dims[k].1` and holds `row` elements, in a buffer of `len` elements. Returns the elements
+/// it spans (0 when a count is 0).
+///
+/// Rows must not share elements; the check is that the strides nest: sorting the dimensions
+/// with more than one entry by stride, each stride is at least the whole extent of the
+/// dimensions inside it (the first: `row`).
+///
+/// # Errors
+/// [`RopeError::StrideOverflow`], [`RopeError::OverlappingStrides`],
+/// [`RopeError::BufferTooShort`] (in that order), each naming `operand`.
+pub(crate) fn validate_lattice<const N: usize>(
+    mut dims: [(usize, usize); N],
+    row: usize,
+    len: usize,
+    operand: Operand,
+) -> Result<usize, RopeError> {
+    if dims.iter().any(|d| d.0 == 0) {
+        return Ok(0);
+    }
+    let overflow = RopeError::StrideOverflow { operand };
+    let mut needed = row;
+    for (count, stride) in dims {
+        needed = (count - 1).checked_mul(stride).and_then(|s| needed.checked_add(s)).ok_or(overflow)?;
+    }
+    // Dimensions with a single entry impose nothing; order the others by stride.
+    dims.sort_unstable_by_key(|d| d.1);
+    let mut inner_extent = row;
+    for (count, stride) in dims {
+        if count > 1 {
+            if stride < inner_extent {
+                return Err(RopeError::OverlappingStrides { operand });
+            }
+            // Cannot overflow: bounded by `needed`.
+            inner_extent += (count - 1) * stride;
+        }
+    }
+    if len < needed {
+        return Err(RopeError::BufferTooShort { operand, needed, len });
+    }
+    Ok(needed)
 }
 
 #[cfg(test)]
