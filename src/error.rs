@@ -210,6 +210,16 @@ pub enum RopeError {
     },
     /// The norm's `eps` is not finite or is negative.
     InvalidNormEps,
+
+    // ---- ggml q8_0 blocks ----
+    /// [`quantize_row_q8_0`](crate::quantize_row_q8_0): the values are not exactly 32 per
+    /// output block.
+    QuantizeLength {
+        /// Values given.
+        values: usize,
+        /// Blocks given (`values` must be `32 * blocks`).
+        blocks: usize,
+    },
 }
 
 impl fmt::Display for RopeError {
@@ -296,6 +306,9 @@ impl fmt::Display for RopeError {
                 write!(f, "{operand:?}: norm weight has {len} entries, expected head_dim = {expected}")
             }
             RopeError::InvalidNormEps => f.write_str("norm eps must be finite and >= 0"),
+            RopeError::QuantizeLength { values, blocks } => {
+                write!(f, "q8_0: {values} values for {blocks} blocks of 32")
+            }
         }
     }
 }
