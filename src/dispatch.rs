@@ -377,6 +377,124 @@ pub fn bench_roofline_copy<T: Element>(
     Ok(())
 }
 
+/// The shape of a convert pass ([`bench_convert`]): `tokens` tokens of `heads` heads of
+/// `head_dim` values; source head `h` of token `t` at `t * src_token_stride + h *
+/// src_head_stride` elements, destination at `t * dst_token_stride + h * dst_head_stride`
+/// units of the destination type (blocks for `q8_0`).
+/// Not part of the API (`rope_kernels::__bench::ConvertRows`).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct ConvertRows {
+    /// Tokens (one kernel call each).
+    pub tokens: usize,
+    /// Heads per token.
+    pub heads: usize,
+    /// Values per head (a multiple of 32 for `q8_0`).
+    pub head_dim: usize,
+    /// Source elements from one token to the next.
+    pub src_token_stride: usize,
+    /// Source elements from one head to the next.
+    pub src_head_stride: usize,
+    /// Destination units from one token to the next.
+    pub dst_token_stride: usize,
+    /// Destination units from one head to the next.
+    pub dst_head_stride: usize,
+}
+
+/// The units a lattice of `tokens x heads` rows of `row` units needs, if its rows do not
+/// overlap (checked conservatively: each stride covers the rows below it).
+fn lattice_extent(
+    tokens: usize,
+    heads: usize,
+    row: usize,
+    [token_stride, head_stride]: [usize; 2],
+    operand: Operand,
+) -> Result<usize, RopeError> {
+    if tokens == 0 || heads == 0 {
+        return Ok(0);
+    }
+    let overflow = RopeError::StrideOverflow { operand };
+    let token = (heads - 1).checked_mul(head_stride).and_then(|e| e.checked_add(row)).ok_or(overflow)?;
+    if (heads > 1 && head_stride < row) || (tokens > 1 && token_stride < token) {
+        return Err(RopeError::OverlappingStrides { operand });
+    }
+    (tokens - 1).checked_mul(token_stride).and_then(|e| e.checked_add(token)).ok_or(overflow)
+}
+
+/// The convert kernel of a tier (issue 17), for benchmarks and the tier tests: each token's
+/// heads read from `src` as `I`, rotated with the row `cos`/`sin` (`rotary_dim / 2` values;
+/// empty: a pure convert) in `layout` and direction `inverse`, and stored in `dst` as `O`
+/// with one rounding (or quantized to `q8_0`), one kernel call per token.
+/// Not part of the API (`rope_kernels::__bench::convert_rows`).
+///
+/// # Errors
+/// [`RopeError::TierUnavailable`] if this build or CPU lacks `tier`;
+/// [`RopeError::TableShape`] if `sin.len() != cos.len()`;
+/// [`RopeError::RotaryDimExceedsHeadDim`] / [`RopeError::RotaryDimTooLarge`] for a row
+/// too long; [`RopeError::ShapeMismatch`] (`KOut`) if `O` is `q8_0` and `head_dim % 32 != 0`;
+/// [`RopeError::BufferTooShort`], [`RopeError::OverlappingStrides`] or
+/// [`RopeError::StrideOverflow`] if the heads do not fit (`K`: the source, `KOut`: the
+/// destination). Nothing is written then.
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub fn bench_convert<I: Element, O: crate::CacheElement>(
+    tier: Tier,
+    src: &[I],
+    dst: &mut [O],
+    r: ConvertRows,
+    cos: &[f32],
+    sin: &[f32],
+    layout: crate::Layout,
+    inverse: bool,
+) -> Result<(), RopeError> {
+    let k = kernels_for(tier).ok_or(RopeError::TierUnavailable)?;
+    if sin.len() != cos.len() {
+        return Err(RopeError::TableShape);
+    }
+    let rotary_dim = 2 * cos.len();
+    if rotary_dim > crate::MAX_ROTARY_DIM {
+        return Err(RopeError::RotaryDimTooLarge { rotary_dim, max: crate::MAX_ROTARY_DIM });
+    }
+    if rotary_dim > r.head_dim {
+        return Err(RopeError::RotaryDimExceedsHeadDim { rotary_dim, head_dim: r.head_dim });
+    }
+    if !r.head_dim.is_multiple_of(O::ELEMENTS_PER_UNIT) {
+        return Err(RopeError::ShapeMismatch { operand: Operand::KOut });
+    }
+    let units = r.head_dim / O::ELEMENTS_PER_UNIT;
+    for (len, row, strides, operand) in [
+        (src.len(), r.head_dim, [r.src_token_stride, r.src_head_stride], Operand::K),
+        (dst.len(), units, [r.dst_token_stride, r.dst_head_stride], Operand::KOut),
+    ] {
+        let needed = lattice_extent(r.tokens, r.heads, row, strides, operand)?;
+        if needed > len {
+            return Err(RopeError::BufferTooShort { operand, needed, len });
+        }
+    }
+    let f = kernels::convert_fn::<I, O>(k);
+    for t in 0..r.tokens {
+        let a = kernels::ConvertArgs {
+            // In bounds: token t's heads lie in the buffers (checked above).
+            src: src.as_ptr().wrapping_add(t * r.src_token_stride),
+            dst: dst.as_mut_ptr().wrapping_add(t * r.dst_token_stride),
+            heads: r.heads,
+            src_head_stride: r.src_head_stride,
+            dst_head_stride: r.dst_head_stride,
+            head_dim: r.head_dim,
+            cos,
+            sin,
+            layout,
+            inverse,
+        };
+        // SAFETY: every head of token t lies in its buffer and the destination heads do
+        // not overlap (checked above); `src` and `dst` are distinct borrows; the row fits
+        // (2 * pairs <= head_dim, <= MAX_ROTARY_DIM), head_dim is a whole number of units;
+        // `kernels_for` returned a table whose tier this CPU supports.
+        unsafe { f(&a) };
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,9 +14,18 @@ use half::{bf16, f16};
 
 mod sealed {
     /// Seals [`Element`](super::Element); also ties each type to its kernel entry points
-    /// (including the add of encoding rows of its own type).
+    /// (including the add of encoding rows of its own type and the convert kernels into
+    /// every destination type).
     #[allow(private_bounds)]
-    pub trait Sealed: crate::kernels::SelectKernel + crate::kernels::SelectAddRow<Self> {}
+    pub trait Sealed:
+        crate::kernels::SelectKernel
+        + crate::kernels::SelectAddRow<Self>
+        + crate::kernels::SelectConvert<f32>
+        + crate::kernels::SelectConvert<half::f16>
+        + crate::kernels::SelectConvert<half::bf16>
+        + crate::kernels::SelectConvert<crate::kernels::q8_0::BlockQ8_0>
+    {
+    }
     impl Sealed for f32 {}
     impl Sealed for half::f16 {}
     impl Sealed for half::bf16 {}

@@ -299,6 +299,16 @@ pub enum RopeError {
         /// The slot both map to.
         slot: usize,
     },
+
+    // ---- ggml q8_0 blocks ----
+    /// [`quantize_row_q8_0`](crate::quantize_row_q8_0): the values are not exactly 32 per
+    /// output block.
+    QuantizeLength {
+        /// Values given.
+        values: usize,
+        /// Blocks given (`values` must be `32 * blocks`).
+        blocks: usize,
+    },
 }
 
 impl fmt::Display for RopeError {
@@ -419,6 +429,9 @@ impl fmt::Display for RopeError {
                     f,
                     "{operand:?}: token {token} maps to slot {slot}, already written by an earlier token"
                 )
+            }
+            RopeError::QuantizeLength { values, blocks } => {
+                write!(f, "q8_0: {values} values for {blocks} blocks of 32")
             }
         }
     }

@@ -86,6 +86,9 @@ pub use element::{DType, Element, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONIC
 pub use error::{Operand, RopeError};
 pub use freq::{Frequencies, LongRopeParams, LongRopeRef, PairFactors, Scaling, ScalingRef, YarnParams};
 pub use half::{bf16, f16};
+#[doc(hidden)]
+pub use kernels::q8_0::CacheDType;
+pub use kernels::q8_0::{quantize_row_q8_0, BlockQ8_0, CacheElement, QK8_0};
 pub use rope::{
     vision_position_ids, AxisApply, AxisRows, MRope, MRopeApply, MRopeIndex, MRopeStyle, VisionApply,
     VisionRope, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
@@ -106,6 +109,7 @@ pub struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod __bench {
     pub use crate::dispatch::bench_scale as scale;
+    pub use crate::dispatch::{bench_convert as convert_rows, ConvertRows};
     pub use crate::dispatch::{
         bench_roofline_copy as roofline_copy, bench_roofline_in_place as roofline_in_place, RooflineRows,
     };

@@ -715,7 +715,12 @@ impl<'r> RopeRef<'r> {
     /// Each path has a frame of its own (issue 13): the fixed one's row buffers are not on
     /// the stack while a per-call one runs with its frequencies.
     #[inline(always)]
-    fn with_freqs<F: FnOnce(&FreqRef<'_>)>(&self, seq_len: u64, cos_sin: CosSin<'_>, body: F) -> Result<(), RopeError> {
+    fn with_freqs<F: FnOnce(&FreqRef<'_>)>(
+        &self,
+        seq_len: u64,
+        cos_sin: CosSin<'_>,
+        body: F,
+    ) -> Result<(), RopeError> {
         if !self.per_call(seq_len) || matches!(cos_sin, CosSin::Table(_)) {
             return self.run_fixed(seq_len, cos_sin, body);
         }
@@ -730,7 +735,12 @@ impl<'r> RopeRef<'r> {
     /// 64-bit ones, where the extra call measured +6-12% on decode (scripts/bench-gate.sh).
     #[cfg_attr(target_pointer_width = "64", inline(always))]
     #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
-    fn run_fixed<F: FnOnce(&FreqRef<'_>)>(&self, seq_len: u64, cos_sin: CosSin<'_>, body: F) -> Result<(), RopeError> {
+    fn run_fixed<F: FnOnce(&FreqRef<'_>)>(
+        &self,
+        seq_len: u64,
+        cos_sin: CosSin<'_>,
+        body: F,
+    ) -> Result<(), RopeError> {
         self.run_with(seq_len, cos_sin, &mut FixedFreqs, body)
     }
 
@@ -770,7 +780,8 @@ impl<'r> RopeRef<'r> {
     ) -> Result<(), RopeError> {
         // `seq_len` is that of a call that passed its checks and writes. A call with a table
         // reads no frequencies.
-        let freqs = if matches!(cos_sin, CosSin::Table(_)) { self.freqs } else { self.freqs_at(seq_len, dynamic)? };
+        let freqs =
+            if matches!(cos_sin, CosSin::Table(_)) { self.freqs } else { self.freqs_at(seq_len, dynamic)? };
         body(&freqs);
         Ok(())
     }

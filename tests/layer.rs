@@ -10,9 +10,9 @@
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rope_kernels::{
-    bf16, f16, quantize_row_q8_0, Apply, Batch, BlockQ8_0, CacheElement, CacheLayout, CosSin, CosSinTable, Dest,
-    Element, HeadSet, Heads, HeadsMut, LayerApply, Layout, Operand, Positions, Qkv, Rope, RopeConfig, RopeError,
-    Scaling, Slots, View,
+    bf16, f16, quantize_row_q8_0, Apply, Batch, BlockQ8_0, CacheElement, CacheLayout, CosSin, CosSinTable,
+    Dest, Element, HeadSet, Heads, HeadsMut, LayerApply, Layout, Operand, Positions, Qkv, Rope, RopeConfig,
+    RopeError, Scaling, Slots, View,
 };
 
 const CASES: usize = if cfg!(miri) { 2 } else { 40 };
@@ -402,7 +402,9 @@ fn case<I: In + Out, Q: Out, K: Out, V: Out>(rng: &mut SmallRng, forms: [Form; 3
 
     // The expected outputs, from the input before the call.
     let rows = |set: &HeadSet, rotate: bool| -> Vec<(usize, usize, u32, Vec<f32>)> {
-        w.iter().map(|&(t, s, p)| (t, s, p, ref_rows(&rope, &qkv0, set, t, p, cos_sin, inverse, rotate))).collect()
+        w.iter()
+            .map(|&(t, s, p)| (t, s, p, ref_rows(&rope, &qkv0, set, t, p, cos_sin, inverse, rotate)))
+            .collect()
     };
     let eq = tq.expected(&rows(&sets[0], true), sets[0].heads, hd);
     let ek = tk.expected(&rows(&sets[1], true), sets[1].heads, hd);
@@ -517,7 +519,8 @@ fn in_place_bf16() {
 fn brute_overlap(a: &HeadSet, b: &HeadSet, tokens: usize, hd: usize, len: usize) -> bool {
     let mut mark = vec![false; len];
     let rows = |s: &HeadSet| {
-        (0..tokens).flat_map(move |t| (0..s.heads).map(move |h| s.offset + t * s.token_stride + h * s.head_stride))
+        (0..tokens)
+            .flat_map(move |t| (0..s.heads).map(move |h| s.offset + t * s.token_stride + h * s.head_stride))
     };
     for r in rows(a) {
         mark[r..r + hd].iter_mut().for_each(|m| *m = true);
@@ -538,7 +541,8 @@ fn fits(s: &HeadSet, tokens: usize, hd: usize, len: usize) -> bool {
 fn overlap_rule_matches_brute_force() {
     let mut rng = SmallRng::seed_from_u64(17);
     let (mut hits, mut misses) = (0, 0);
-    let ropes: Vec<Rope> = [2, 4, 6].iter().map(|&hd| Rope::new(RopeConfig::new(hd, 10_000.0)).unwrap()).collect();
+    let ropes: Vec<Rope> =
+        [2, 4, 6].iter().map(|&hd| Rope::new(RopeConfig::new(hd, 10_000.0)).unwrap()).collect();
     let cases = if cfg!(miri) { 200 } else { 40_000 };
     for n in 0..cases {
         let rope = &ropes[n % 3];
@@ -668,9 +672,10 @@ fn errors_write_nothing() {
     // 1. Sets against the buffer.
     let mut sets = SETS;
     sets[2].offset += 1;
-    expect_err(E::BufferTooShort { operand: Operand::V, needed: TOKENS * 8 * HD + 1, len: TOKENS * 8 * HD }, |r, b| {
-        layer(r, b, sets, QV, m(), mv(), &d)
-    });
+    expect_err(
+        E::BufferTooShort { operand: Operand::V, needed: TOKENS * 8 * HD + 1, len: TOKENS * 8 * HD },
+        |r, b| layer(r, b, sets, QV, m(), mv(), &d),
+    );
     let mut sets = SETS;
     sets[1].head_stride = 10;
     expect_err(E::OverlappingStrides { operand: Operand::K }, |r, b| layer(r, b, sets, QV, m(), mv(), &d));
@@ -680,11 +685,15 @@ fn errors_write_nothing() {
     // 2. Overlap: k over v (k's heads shifted by one head into v's).
     let mut sets = SETS;
     sets[1].offset += HD;
-    expect_err(E::OverlappingHeadSets { a: Operand::K, b: Operand::V }, |r, b| layer(r, b, sets, QV, m(), mv(), &d));
+    expect_err(E::OverlappingHeadSets { a: Operand::K, b: Operand::V }, |r, b| {
+        layer(r, b, sets, QV, m(), mv(), &d)
+    });
     let mut sets = SETS;
     sets[0].heads = 5;
     let qv5 = View::bshd(TOKENS, 5, HD);
-    expect_err(E::OverlappingHeadSets { a: Operand::Q, b: Operand::K }, |r, b| layer(r, b, sets, qv5, m(), mv(), &d));
+    expect_err(E::OverlappingHeadSets { a: Operand::Q, b: Operand::K }, |r, b| {
+        layer(r, b, sets, qv5, m(), mv(), &d)
+    });
     // 3. In place into another type; q8_0 with a partial block; destination shapes.
     expect_err(E::UnsupportedTypePair { operand: Operand::QOut }, |r, b| {
         r.apply_layer(
@@ -706,9 +715,10 @@ fn errors_write_nothing() {
         )
     });
     let qv_short = View::bshd(TOKENS, 4, HD + 1);
-    expect_err(E::BufferTooShort { operand: Operand::QOut, needed: 3 * 4 * 65 - 1, len: 3 * 4 * 64 }, |r, b| {
-        layer(r, b, SETS, qv_short, m(), mv(), &d)
-    });
+    expect_err(
+        E::BufferTooShort { operand: Operand::QOut, needed: 3 * 4 * 65 - 1, len: 3 * 4 * 64 },
+        |r, b| layer(r, b, SETS, qv_short, m(), mv(), &d),
+    );
     expect_err(E::ShapeMismatch { operand: Operand::QOut }, |r, b| {
         layer(r, b, SETS, View::bshd(2, 4, HD), m(), mv(), &d)
     });
@@ -716,9 +726,10 @@ fn errors_write_nothing() {
         layer(r, b, SETS, View::bshd(3, 3, HD), m(), mv(), &d)
     });
     let big = CacheLayout::nhd(5, 4, 2, HD);
-    expect_err(E::BufferTooShort { operand: Operand::KOut, needed: 5 * 4 * 2 * HD, len: 16 * 2 * HD }, |r, b| {
-        layer(r, b, SETS, QV, (big, Slots::Mapping(&MAP)), mv(), &d)
-    });
+    expect_err(
+        E::BufferTooShort { operand: Operand::KOut, needed: 5 * 4 * 2 * HD, len: 16 * 2 * HD },
+        |r, b| layer(r, b, SETS, QV, (big, Slots::Mapping(&MAP)), mv(), &d),
+    );
     let mut lap = KL;
     lap.slot_stride = HD;
     expect_err(E::OverlappingStrides { operand: Operand::KOut }, |r, b| {
@@ -740,7 +751,9 @@ fn errors_write_nothing() {
         layer(r, b, SETS, QV, m(), mv(), &o)
     });
     let o = LayerApply::batch(Batch::RaggedIds { indptr: &[0, 1, 3], position_ids: &[0, 1] });
-    expect_err(E::PositionCountMismatch { tokens: 3, positions: 2 }, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
+    expect_err(E::PositionCountMismatch { tokens: 3, positions: 2 }, |r, b| {
+        layer(r, b, SETS, QV, m(), mv(), &o)
+    });
     let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[0, u32::MAX] });
     expect_err(E::PositionOverflow, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
     let o = LayerApply::batch(Batch::Single(Positions::Start(u32::MAX - 1)));
@@ -830,8 +843,10 @@ fn head_sets_equal_apply_qk() {
     let rope = Rope::new(RopeConfig::new(HD, 500_000.0)).unwrap();
     let [q, k, _] = HeadSet::qkv_rows(4, 2, HD);
     let mut fused: Vec<f32> = bufs().qkv;
-    let mut qt: Vec<f32> = (0..TOKENS).flat_map(|t| fused[t * 8 * HD..t * 8 * HD + 4 * HD].to_vec()).collect();
-    let mut kt: Vec<f32> = (0..TOKENS).flat_map(|t| fused[t * 8 * HD + 4 * HD..t * 8 * HD + 6 * HD].to_vec()).collect();
+    let mut qt: Vec<f32> =
+        (0..TOKENS).flat_map(|t| fused[t * 8 * HD..t * 8 * HD + 4 * HD].to_vec()).collect();
+    let mut kt: Vec<f32> =
+        (0..TOKENS).flat_map(|t| fused[t * 8 * HD + 4 * HD..t * 8 * HD + 6 * HD].to_vec()).collect();
     let opts = Apply::start(1000);
     rope.apply_head_sets(&mut fused, TOKENS, q, Some(k), &opts).unwrap();
     rope.apply_qk(
@@ -841,7 +856,10 @@ fn head_sets_equal_apply_qk() {
     )
     .unwrap();
     for t in 0..TOKENS {
-        assert_eq!(in_bits(&fused[t * 8 * HD..t * 8 * HD + 4 * HD]), in_bits(&qt[t * 4 * HD..(t + 1) * 4 * HD]));
+        assert_eq!(
+            in_bits(&fused[t * 8 * HD..t * 8 * HD + 4 * HD]),
+            in_bits(&qt[t * 4 * HD..(t + 1) * 4 * HD])
+        );
         assert_eq!(
             in_bits(&fused[t * 8 * HD + 4 * HD..t * 8 * HD + 6 * HD]),
             in_bits(&kt[t * 2 * HD..(t + 1) * 2 * HD])

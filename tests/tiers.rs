@@ -1566,3 +1566,187 @@ fn head_major_bhsd_matches_token_major_f16() {
 fn head_major_bhsd_matches_token_major_bf16() {
     head_major_bhsd::<bf16>(18_13);
 }
+
+// ---- Issue 17: the convert kernels (every input/output type pair and q8_0) ----------------
+//
+// `__bench::convert_rows` runs a tier's convert kernel (one call per token) over strided
+// heads; every tier's output buffer (rows, the gaps between them and canaries on both
+// sides) must equal the scalar oracle's bit for bit, and nothing outside the rows may be
+// written.
+
+use rope_kernels::__bench::{convert_rows, ConvertRows};
+use rope_kernels::{BlockQ8_0, CacheElement};
+
+/// Random cases per (tier, input, output) in the convert suite.
+const CONVERT_CASES: usize = if cfg!(miri) { 3 } else { 60 };
+
+/// A destination type as the convert tests see it.
+trait OutBits: CacheElement {
+    const NAME: &'static str;
+    fn canary() -> Self;
+    fn same(&self, other: &Self) -> bool;
+}
+
+impl<T: Bits + CacheElement> OutBits for T {
+    const NAME: &'static str = <T as Bits>::NAME;
+    fn canary() -> Self {
+        T::from_bits_u32(T::CANARY)
+    }
+    fn same(&self, other: &Self) -> bool {
+        self.to_bits_u32() == other.to_bits_u32()
+    }
+}
+
+impl OutBits for BlockQ8_0 {
+    const NAME: &'static str = "q8_0";
+    fn canary() -> Self {
+        BlockQ8_0 { d: f16::from_bits(0xBEEF), qs: [0x5A; 32] }
+    }
+    fn same(&self, other: &Self) -> bool {
+        self == other
+    }
+}
+
+/// How a convert case draws its input values.
+#[derive(Clone, Copy, Debug)]
+enum Values {
+    /// [`element`]: exact values, random ones and specials (NaN, inf, subnormals).
+    Mixed,
+    /// Finite values only (q8_0 blocks take the vector path).
+    Finite,
+    /// Tiny values (q8_0: `1 / d` overflows, or `d` is subnormal).
+    Tiny,
+}
+
+fn convert_value<I: Bits>(rng: &mut StdRng, values: Values) -> I {
+    match values {
+        Values::Mixed => element(rng),
+        Values::Finite => {
+            I::from_f32(rng.random_range(-4.0f32..4.0) * f32::powi(2.0, rng.random_range(-6..=6)))
+        }
+        Values::Tiny => {
+            I::from_f32(rng.random_range(-1.0f32..1.0) * f32::powi(2.0, rng.random_range(-149..=-120)))
+        }
+    }
+}
+
+/// One random convert call on `tier` against the scalar oracle.
+fn convert_case<I: Bits, O: OutBits>(rng: &mut StdRng, tier: Tier, big: bool) {
+    let unit = O::ELEMENTS_PER_UNIT;
+    let head_dim = if unit > 1 {
+        unit * if big { rng.random_range(1..=6) } else { rng.random_range(1..=2) }
+    } else if big {
+        rng.random_range(1..=140)
+    } else {
+        rng.random_range(1..=24)
+    };
+    let rotary_dim = match rng.random_range(0..4) {
+        0 => 0,
+        1 => head_dim - head_dim % 2,
+        _ => 2 * rng.random_range(0..=head_dim / 2),
+    }
+    .min(rope_kernels::MAX_ROTARY_DIM);
+    let (tokens, heads) = (rng.random_range(1..=MAX_TOKENS), rng.random_range(1..=MAX_HEADS));
+    let units = head_dim / unit;
+    let src_head_stride = head_dim + rng.random_range(0..3);
+    let src_token_stride = heads * src_head_stride + rng.random_range(0..4);
+    let dst_head_stride = units + rng.random_range(0..3);
+    let dst_token_stride = heads * dst_head_stride + rng.random_range(0..3);
+    let r = ConvertRows {
+        tokens,
+        heads,
+        head_dim,
+        src_token_stride,
+        src_head_stride,
+        dst_token_stride,
+        dst_head_stride,
+    };
+    let values = match rng.random_range(0..4) {
+        0 | 1 => Values::Mixed,
+        2 => Values::Finite,
+        _ => Values::Tiny,
+    };
+    let src: Vec<I> = (0..tokens * src_token_stride).map(|_| convert_value(rng, values)).collect();
+    let pairs = rotary_dim / 2;
+    let angle = |rng: &mut StdRng| {
+        if rng.random_range(0..30) == 0 {
+            f32::from_bits(<f32 as Bits>::SPECIALS[rng.random_range(0..<f32 as Bits>::SPECIALS.len())])
+        } else {
+            rng.random_range(-1.0f32..1.0)
+        }
+    };
+    let cos: Vec<f32> = (0..pairs).map(|_| angle(rng)).collect();
+    let sin: Vec<f32> = (0..pairs).map(|_| angle(rng)).collect();
+    let layout = if rng.random_range(0..2) == 0 { Layout::HalfSplit } else { Layout::Interleaved };
+    let inverse = rng.random_range(0..2) == 0;
+    let len = PAD + tokens * dst_token_stride + PAD;
+    let run = |t: Tier| {
+        let mut dst = vec![O::canary(); len];
+        convert_rows(t, &src, &mut dst[PAD..len - PAD], r, &cos, &sin, layout, inverse).unwrap();
+        dst
+    };
+    let what = format!(
+        "{tier} {}->{} {layout:?} inverse={inverse} tokens={tokens} heads={heads} head_dim={head_dim} \
+         rotary_dim={rotary_dim} strides={src_token_stride}/{src_head_stride}->{dst_token_stride}/\
+         {dst_head_stride} {values:?}",
+        I::NAME,
+        O::NAME
+    );
+    let want = run(Tier::Scalar);
+    let got = run(tier);
+    // Canaries: exactly the units of the rows are written.
+    let mut live = vec![false; len];
+    for t in 0..tokens {
+        for h in 0..heads {
+            let o = PAD + t * dst_token_stride + h * dst_head_stride;
+            live[o..o + units].iter_mut().for_each(|l| *l = true);
+        }
+    }
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        if !live[i] {
+            assert!(
+                w.same(&O::canary()) && g.same(&O::canary()),
+                "{what}: unit {i} outside the rows written"
+            );
+        }
+        assert!(w.same(g), "{what}: unit {i}: scalar {w:?}, tier {g:?}");
+    }
+}
+
+fn convert_suite<I: Bits, O: OutBits>(seed: u64) {
+    for tier in tiers() {
+        let mut rng = StdRng::seed_from_u64(seed);
+        for c in 0..CONVERT_CASES {
+            convert_case::<I, O>(&mut rng, tier, c % 4 != 0);
+        }
+        println!(
+            "{tier}: {CONVERT_CASES} random convert {}->{} cases bit-identical to scalar",
+            I::NAME,
+            O::NAME
+        );
+    }
+}
+
+#[test]
+fn convert_f32_matches_oracle() {
+    convert_suite::<f32, f32>(17_01);
+    convert_suite::<f32, f16>(17_02);
+    convert_suite::<f32, bf16>(17_03);
+    convert_suite::<f32, BlockQ8_0>(17_04);
+}
+
+#[test]
+fn convert_f16_matches_oracle() {
+    convert_suite::<f16, f32>(17_11);
+    convert_suite::<f16, f16>(17_12);
+    convert_suite::<f16, bf16>(17_13);
+    convert_suite::<f16, BlockQ8_0>(17_14);
+}
+
+#[test]
+fn convert_bf16_matches_oracle() {
+    convert_suite::<bf16, f32>(17_21);
+    convert_suite::<bf16, f16>(17_22);
+    convert_suite::<bf16, bf16>(17_23);
+    convert_suite::<bf16, BlockQ8_0>(17_24);
+}

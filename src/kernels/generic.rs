@@ -49,6 +49,7 @@ use super::RotateArgs;
 use crate::config::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
 use crate::element::Element;
 
+pub(crate) mod convert;
 pub(crate) mod qknorm;
 pub(crate) mod rows;
 
@@ -147,6 +148,35 @@ pub(crate) trait Simd: Copy {
     /// (if any) have their low 16 bits clear: such a NaN rounds to itself (a larger
     /// payload could carry into the sign and round to zero).
     fn round_bf16_f32_quiet(self, v: Self::V) -> Self::V;
+    /// Lane-wise maximum of two vectors of non-negative, non-NaN lanes (`|x|` values: the
+    /// `q8_0` block maximum; any lane order and either IEEE max give the same bits there).
+    fn max_abs(self, a: Self::V, b: Self::V) -> Self::V;
+    /// The largest lane of a vector of non-negative, non-NaN lanes (as [`Simd::max_abs`]).
+    /// The default goes through a stack buffer.
+    #[inline(always)]
+    fn reduce_max_abs(self, v: Self::V) -> f32 {
+        let mut b = [0.0f32; MAX_LANES];
+        // SAFETY: the local buffer holds a full vector.
+        unsafe { self.store(b.as_mut_ptr(), v) };
+        b[..Self::LANES].iter().fold(0.0, |m, &x| if x > m { x } else { m })
+    }
+    /// Lane-wise truncation toward zero of lanes with `|x| < 2^31` (exact: an integer
+    /// conversion and back, or a rounding instruction).
+    fn trunc_small(self, v: Self::V) -> Self::V;
+    /// Stores `LANES` lanes that hold integers in `-127..=127` (exact f32) as `i8`.
+    ///
+    /// # Safety
+    /// `p .. p + LANES` is valid for writes.
+    unsafe fn store_i8(self, p: *mut i8, v: Self::V);
+    /// One f32 rounded to f16 as [`Simd::store_f16`] rounds it (`x` is not NaN); the
+    /// default stores a splat through a stack buffer.
+    #[inline(always)]
+    fn f16_of(self, x: f32) -> f16 {
+        let mut b = [f16::ZERO; MAX_LANES];
+        // SAFETY: the local buffer holds a full vector of f16.
+        unsafe { self.store_f16(b.as_mut_ptr(), self.splat(x)) };
+        b[0]
+    }
     /// Hints that the cache line holding `p` will be read soon. Never faults (any address
     /// is allowed); the default does nothing.
     #[inline(always)]
@@ -382,7 +412,7 @@ impl SimdElement for bf16 {
 }
 
 /// A zero-padded stack buffer of up to two vectors ([`MAX_LANES`] each), for tails.
-struct Pad<T>([T; 2 * MAX_LANES]);
+pub(super) struct Pad<T>(pub(super) [T; 2 * MAX_LANES]);
 
 impl<T: Copy + Default> Pad<T> {
     /// The first `n < 2 * MAX_LANES` elements read from `p`, the rest default (zero).
@@ -964,34 +994,8 @@ unsafe fn interleaved_block_in<S: Simd, T: SimdElement, const OVERLAP: bool>(s: 
     let mut cc = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
     let mut ss = Row([MaybeUninit::uninit(); 2 * ROW_PAIRS]);
     let (ccp, ssp) = (cc.0.as_mut_ptr().cast::<f32>(), ss.0.as_mut_ptr().cast::<f32>());
-    let sign = s.splat(if a.inverse { -0.0 } else { 0.0 });
-    let neg = s.splat(-0.0);
-    let expand_body = pairs - pairs % lanes;
-    let mut i = 0;
-    while i < expand_body {
-        // SAFETY: i + lanes <= pairs; 2 * i + 2 * lanes <= rotary_dim <= 2 * ROW_PAIRS.
-        unsafe {
-            let c = s.load(a.cos.as_ptr().add(i));
-            let sn = s.xor(s.load(a.sin.as_ptr().add(i)), sign);
-            let (c0, c1) = s.zip(c, c);
-            let (s0, s1) = s.zip(s.xor(sn, neg), sn);
-            s.store(ccp.add(2 * i), c0);
-            s.store(ccp.add(2 * i + lanes), c1);
-            s.store(ssp.add(2 * i), s0);
-            s.store(ssp.add(2 * i + lanes), s1);
-        }
-        i += lanes;
-    }
-    for i in expand_body..pairs {
-        let (c, sn) = (a.cos[i], if a.inverse { -a.sin[i] } else { a.sin[i] });
-        // SAFETY: 2 * i + 1 < rotary_dim <= 2 * ROW_PAIRS.
-        unsafe {
-            ccp.add(2 * i).write(c);
-            ccp.add(2 * i + 1).write(c);
-            ssp.add(2 * i).write(-sn);
-            ssp.add(2 * i + 1).write(sn);
-        }
-    }
+    // SAFETY: both rows hold 2 * ROW_PAIRS >= rotary_dim entries.
+    unsafe { expand_rows(s, a.cos, a.sin, a.inverse, ccp, ssp) };
 
     // Two vectors per step, then at most one single vector, then a partial one.
     let body2 = rotary_dim - rotary_dim % (2 * lanes);
@@ -1046,6 +1050,53 @@ unsafe fn interleaved_block_in<S: Simd, T: SimdElement, const OVERLAP: bool>(s: 
                 T::store(s, y.0.as_mut_ptr(), interleaved_vec(s, x.0.as_ptr(), c.0.as_ptr(), sn.0.as_ptr()));
                 y.write(dst.add(body), tail);
             }
+        }
+    }
+}
+
+/// Expands a cos/sin row for `Interleaved` into `cc = [c0 c0 c1 c1 ..]` and
+/// `ss = [-s0 s0 -s1 s1 ..]` (forward) or `[s0 -s0 ..]` (`inverse`): `2 * cos.len()`
+/// entries each at `ccp`, `ssp` (see the module docs for why lane `2i` then computes the
+/// oracle's `y0`).
+///
+/// # Safety
+/// `ccp` and `ssp` are valid for writes of `2 * cos.len()` f32; `sin.len() == cos.len()`.
+#[inline(always)]
+pub(super) unsafe fn expand_rows<S: Simd>(
+    s: S,
+    cos: &[f32],
+    sin: &[f32],
+    inverse: bool,
+    ccp: *mut f32,
+    ssp: *mut f32,
+) {
+    let (lanes, pairs) = (S::LANES, cos.len());
+    let sign = s.splat(if inverse { -0.0 } else { 0.0 });
+    let neg = s.splat(-0.0);
+    let expand_body = pairs - pairs % lanes;
+    let mut i = 0;
+    while i < expand_body {
+        // SAFETY: i + lanes <= pairs; 2 * i + 2 * lanes <= 2 * pairs entries of the rows.
+        unsafe {
+            let c = s.load(cos.as_ptr().add(i));
+            let sn = s.xor(s.load(sin.as_ptr().add(i)), sign);
+            let (c0, c1) = s.zip(c, c);
+            let (s0, s1) = s.zip(s.xor(sn, neg), sn);
+            s.store(ccp.add(2 * i), c0);
+            s.store(ccp.add(2 * i + lanes), c1);
+            s.store(ssp.add(2 * i), s0);
+            s.store(ssp.add(2 * i + lanes), s1);
+        }
+        i += lanes;
+    }
+    for i in expand_body..pairs {
+        let (c, sn) = (cos[i], if inverse { -sin[i] } else { sin[i] });
+        // SAFETY: 2 * i + 1 < 2 * pairs.
+        unsafe {
+            ccp.add(2 * i).write(c);
+            ccp.add(2 * i + 1).write(c);
+            ssp.add(2 * i).write(-sn);
+            ssp.add(2 * i + 1).write(sn);
         }
     }
 }
@@ -1181,7 +1232,7 @@ const SPLIT_ENTRIES: usize = MAX_PAIRS / 2;
 /// A cos/sin row expanded for `Interleaved` (or split for bf16 `HalfSplit`), aligned so that
 /// vector loads from it never straddle a cache line.
 #[repr(C, align(64))]
-struct Row<const N: usize>([MaybeUninit<f32>; N]);
+pub(super) struct Row<const N: usize>(pub(super) [MaybeUninit<f32>; N]);
 
 /// The roofline baseline: `x[i] = round(x[i] * c)` in place through the same
 /// load/convert/store path as [`rotate`] (so NaN canonicalisation included).

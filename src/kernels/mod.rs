@@ -29,6 +29,7 @@ pub(crate) mod generic;
 #[cfg(rope_broken_tier_demo)]
 pub(crate) mod mutant;
 pub(crate) mod portable;
+pub(crate) mod q8_0;
 pub(crate) mod roofline;
 pub(crate) mod scalar;
 pub(crate) mod sincos;
@@ -85,6 +86,45 @@ pub(crate) type RotateFn<T> = unsafe fn(&RotateArgs<'_, T>);
 /// The contract of [`RotateFn`]; `cos_rows` and `sin_rows` hold at least `a.heads * pairs`
 /// values each.
 pub(crate) type RotateRowsFn<T> = unsafe fn(&RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]);
+
+/// Arguments of one convert call (issue 17): the heads of one token of one head set, read
+/// as `I` and written as `O`.
+///
+/// Head `h` reads `head_dim` elements at `src + h * src_head_stride` and writes them at
+/// `dst + h * dst_head_stride`. Elements `0..2 * cos.len()` are rotated pairwise as in
+/// [`RotateArgs`] (same layout, direction and operation order, no FMA); the rest are
+/// converted, `O::from_f32(I::to_f32(x))` (so a NaN becomes the canonical NaN of `O`, even
+/// for `I == O`). `cos.len() == 0` is a pure convert (the v append). Each stored value is
+/// rounded once.
+///
+/// For `O` = [`BlockQ8_0`](q8_0::BlockQ8_0), `dst` and `dst_head_stride` count blocks,
+/// `head_dim % 32 == 0`, and head `h`'s `head_dim / 32` blocks are consecutive from
+/// `dst + h * dst_head_stride`: block `b` quantizes the head's (rotated) f32 values
+/// `32 b .. 32 b + 32` ([`q8_0`] docs).
+pub(crate) struct ConvertArgs<'a, I, O> {
+    pub src: *const I,
+    pub dst: *mut O,
+    pub heads: usize,
+    pub src_head_stride: usize,
+    pub dst_head_stride: usize,
+    pub head_dim: usize,
+    /// `rotary_dim / 2` values each (0 for a pure convert); `sin.len() == cos.len()`.
+    pub cos: &'a [f32],
+    pub sin: &'a [f32],
+    pub layout: Layout,
+    pub inverse: bool,
+}
+
+/// A convert kernel.
+///
+/// # Safety
+/// For every head `h < heads`, `src + h * src_head_stride .. + head_dim` is valid for reads
+/// and `dst + h * dst_head_stride .. + head_dim / O::ELEMENTS_PER_UNIT` for writes;
+/// `2 * cos.len() <= head_dim`, `cos.len() <= MAX_PAIRS`, `sin.len() == cos.len()`; for
+/// `q8_0`, `head_dim % 32 == 0`. No source element overlaps a destination element, and the
+/// destination heads do not overlap one another. The CPU supports the tier of the
+/// [`Kernels`] table the function comes from.
+pub(crate) type ConvertFn<I, O> = unsafe fn(&ConvertArgs<'_, I, O>);
 
 /// The roofline baseline of a tier: `x[i] = round(x[i] * c)` in place over `len` elements,
 /// through the tier's own load/convert/store path.
@@ -179,6 +219,57 @@ macro_rules! select_kernel {
 select_kernel!(f32);
 select_kernel!(f16);
 select_kernel!(bf16);
+
+/// Picks the convert kernel from input type `Self` to output type `O` ([`per_tier!`]).
+/// Implemented for every input in {f32, f16, bf16} and every output in {f32, f16, bf16,
+/// [`BlockQ8_0`](q8_0::BlockQ8_0)}; every [`Element`] is `SelectConvert<O>` for each of
+/// those `O` (supertraits of `Element`'s seal), and [`convert_fn`] picks for a generic
+/// `O: CacheElement`.
+pub(crate) trait SelectConvert<O>: Sized {
+    fn convert_fn(k: &Kernels) -> ConvertFn<Self, O>;
+}
+
+/// Implements [`SelectConvert`] for one (input, output) pair.
+macro_rules! select_convert {
+    ($($i:ty => $($o:ty),+;)+) => {$($(
+        impl SelectConvert<$o> for $i {
+            #[inline(always)]
+            fn convert_fn(k: &Kernels) -> ConvertFn<$i, $o> {
+                per_tier!(k.tier, convert::<$i, $o>)
+            }
+        }
+    )+)+};
+}
+select_convert! {
+    f32 => f32, f16, bf16, q8_0::BlockQ8_0;
+    f16 => f32, f16, bf16, q8_0::BlockQ8_0;
+    bf16 => f32, f16, bf16, q8_0::BlockQ8_0;
+}
+
+/// The destination side of [`SelectConvert`] (a supertrait of the seal of
+/// [`CacheElement`](q8_0::CacheElement)): the kernel from any [`Element`] into `Self`.
+pub(crate) trait ConvertTarget: generic::convert::ConvertOut {
+    fn convert_fn<I: Element>(k: &Kernels) -> ConvertFn<I, Self>;
+}
+
+/// Implements [`ConvertTarget`] for an output type through the input's [`SelectConvert`].
+macro_rules! convert_target {
+    ($($o:ty),+) => {$(
+        impl ConvertTarget for $o {
+            #[inline(always)]
+            fn convert_fn<I: Element>(k: &Kernels) -> ConvertFn<I, $o> {
+                <I as SelectConvert<$o>>::convert_fn(k)
+            }
+        }
+    )+};
+}
+convert_target!(f32, f16, bf16, q8_0::BlockQ8_0);
+
+/// The convert kernel from `I` to `O` of a tier.
+#[inline(always)]
+pub(crate) fn convert_fn<I: Element, O: q8_0::CacheElement>(k: &Kernels) -> ConvertFn<I, O> {
+    O::convert_fn::<I>(k)
+}
 
 /// Picks the add-row kernel for embeddings of type `T` plus encoding rows of type `Self`:
 /// f32 rows for any `T`, or rows of `T` itself (a learned table stored in the embeddings'

@@ -10,8 +10,9 @@
 use half::{bf16, f16};
 use wide::{f32x4, u32x4};
 
+use super::generic::convert::ConvertOut;
 use super::generic::{self, Simd, SimdElement};
-use super::{kernels_table, Kernels, RotateArgs};
+use super::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 use crate::config::Layout;
 use crate::dispatch::Tier;
 
@@ -52,6 +53,13 @@ unsafe fn rotate_in<T: SimdElement, const INTERLEAVED: bool>(a: &RotateArgs<'_, 
 pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
     // SAFETY: as in `rotate`.
     unsafe { generic::rotate_rows(Portable, a, cos_rows, sin_rows) }
+}
+
+/// # Safety
+/// The contract of [`ConvertFn`](super::ConvertFn).
+pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, I, O>) {
+    // SAFETY: forwarded; the baseline is always there.
+    unsafe { generic::convert::convert(Portable, a) }
 }
 
 /// # Safety
@@ -126,6 +134,24 @@ impl Simd for Portable {
     #[inline(always)]
     fn abs(self, a: f32x4) -> f32x4 {
         a.abs()
+    }
+    #[inline(always)]
+    fn max_abs(self, a: f32x4, b: f32x4) -> f32x4 {
+        a.max(b)
+    }
+    #[inline(always)]
+    fn trunc_small(self, v: f32x4) -> f32x4 {
+        // Exact for |x| < 2^31: `as i32` truncates toward zero.
+        f32x4::new(v.to_array().map(|x| x as i32 as f32))
+    }
+    #[inline(always)]
+    unsafe fn store_i8(self, p: *mut i8, v: f32x4) {
+        // SAFETY: the caller guarantees 4 writable i8; the lanes are integers in -127..=127.
+        unsafe { p.cast::<[i8; 4]>().write_unaligned(v.to_array().map(|x| x as i8)) }
+    }
+    #[inline(always)]
+    fn f16_of(self, x: f32) -> f16 {
+        f16::from_f32_const(x)
     }
     #[inline(always)]
     fn swap_pairs(self, v: f32x4) -> f32x4 {

@@ -3,7 +3,9 @@
 //! Written for clarity, with no target features. See the module docs of
 //! [`kernels`](super) for the exact operation order.
 
-use super::{kernels_table, Kernels, RotateArgs};
+use super::generic::convert::ConvertOut;
+use super::q8_0::QK8_0;
+use super::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 use crate::config::Layout;
 use crate::dispatch::Tier;
 use crate::element::Element;
@@ -103,5 +105,63 @@ pub(crate) unsafe fn scale<T: Element>(x: *mut T, len: usize, c: f32) {
     for i in 0..len {
         // SAFETY: i < len; the caller guarantees x .. x + len.
         unsafe { *x.add(i) = T::from_f32((*x.add(i)).to_f32() * c) };
+    }
+}
+
+/// The f32 value of element `e` of one head of a convert call ([`ConvertArgs`]): for
+/// `e < 2 * cos.len()` the member of its pair that [`rotate_pair`] gives, otherwise the
+/// element widened.
+///
+/// # Safety
+/// `src .. src + head_dim` is valid for reads, `e < head_dim`, `2 * cos.len() <= head_dim`,
+/// `sin.len() == cos.len()`.
+#[inline(always)]
+pub(crate) unsafe fn convert_value<I: Element>(
+    src: *const I,
+    cos: &[f32],
+    sin: &[f32],
+    layout: Layout,
+    inverse: bool,
+    e: usize,
+) -> f32 {
+    let pairs = cos.len();
+    if e >= 2 * pairs {
+        // SAFETY: e < head_dim (contract).
+        return unsafe { (*src.add(e)).to_f32() };
+    }
+    let (i, second) = match layout {
+        Layout::HalfSplit => (e % pairs, e >= pairs),
+        Layout::Interleaved => (e / 2, e % 2 == 1),
+    };
+    let (i0, i1) = pair_index(layout, pairs, i);
+    // SAFETY: i0, i1 < rotary_dim <= head_dim.
+    let (x0, x1) = unsafe { ((*src.add(i0)).to_f32(), (*src.add(i1)).to_f32()) };
+    let (y0, y1) = rotate_pair(x0, x1, cos[i], sin[i], inverse);
+    if second {
+        y1
+    } else {
+        y0
+    }
+}
+
+/// The convert oracle: each unit of `O` (one element, or one `q8_0` block of 32) is made
+/// from the [`convert_value`]s of its elements (`O::from_f32`, or ggml's quantizer).
+///
+/// # Safety
+/// The contract of [`ConvertFn`](super::ConvertFn).
+pub(crate) unsafe fn convert<I: Element, O: ConvertOut>(a: &ConvertArgs<'_, I, O>) {
+    let unit = O::UNIT;
+    let mut values = [0.0f32; QK8_0];
+    for h in 0..a.heads {
+        // SAFETY: the caller guarantees both heads are in bounds (ConvertFn contract).
+        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        for u in 0..a.head_dim / unit {
+            for (j, v) in values[..unit].iter_mut().enumerate() {
+                // SAFETY: u * unit + j < head_dim; the rest of the contract is the caller's.
+                *v = unsafe { convert_value(src, a.cos, a.sin, a.layout, a.inverse, u * unit + j) };
+            }
+            // SAFETY: unit u < head_dim / unit of the destination head (contract).
+            unsafe { dst.add(u).write(O::from_values(&values[..unit])) };
+        }
     }
 }

@@ -12,7 +12,8 @@ use core::any::TypeId;
 use super::{Apply, CosSin, Direction, Positions, Rope, RopeRef, TokenParams};
 use crate::element::Element;
 use crate::error::{Operand, RopeError};
-use crate::kernels::{self, CacheElement, ConvertArgs, RotateArgs, SelectKernel};
+use crate::kernels::q8_0::CacheElement;
+use crate::kernels::{self, ConvertArgs, RotateArgs};
 use crate::view::View;
 
 /// A set of heads inside one buffer (the fused QKV projection output): head `h` of token `t`
@@ -456,7 +457,9 @@ fn check_batch(batch: &Batch<'_>, tokens: usize) -> Result<Option<u32>, RopeErro
     match *batch {
         Batch::Ragged { start, .. } => {
             if start.len() != indptr.len() - 1 {
-                return Err(RopeError::InvalidIndptr { reason: "start has other than indptr.len() - 1 entries" });
+                return Err(RopeError::InvalidIndptr {
+                    reason: "start has other than indptr.len() - 1 entries",
+                });
             }
             let mut max = None;
             for (w, &s) in indptr.windows(2).zip(start) {
@@ -494,7 +497,10 @@ fn sequences<'b>(
 }
 
 /// Every token of a validated batch in order: `(token, sequence, position)`.
-fn token_walk<'b>(batch: &'b Batch<'b>, tokens: usize) -> impl Iterator<Item = (usize, usize, u32)> + Clone + 'b {
+fn token_walk<'b>(
+    batch: &'b Batch<'b>,
+    tokens: usize,
+) -> impl Iterator<Item = (usize, usize, u32)> + Clone + 'b {
     let (indptr, single) = match *batch {
         Batch::Single(p) => (&[][..], Some(p)),
         Batch::Ragged { indptr, .. } | Batch::RaggedIds { indptr, .. } => (indptr, None),
@@ -555,7 +561,12 @@ fn check_slots(
             Slots::Mapping(m) => m[t],
             Slots::BlockTable { block_table, blocks_per_seq } => {
                 if bs == 0 {
-                    return Err(RopeError::SlotOutOfRange { operand, token: t, slot: i64::from(pos), slots: 0 });
+                    return Err(RopeError::SlotOutOfRange {
+                        operand,
+                        token: t,
+                        slot: i64::from(pos),
+                        slots: 0,
+                    });
                 }
                 let e = pos as usize / bs;
                 let short = RopeError::BlockTableTooShort { operand, sequence: seq, position: pos };
@@ -565,7 +576,12 @@ fn check_slots(
                 }
                 let block = block_table[i];
                 if block as usize >= layout.num_blocks {
-                    return Err(RopeError::BlockOutOfRange { operand, token: t, block, num_blocks: layout.num_blocks });
+                    return Err(RopeError::BlockOutOfRange {
+                        operand,
+                        token: t,
+                        block,
+                        num_blocks: layout.num_blocks,
+                    });
                 }
                 continue;
             }
@@ -575,7 +591,8 @@ fn check_slots(
             return Err(RopeError::SlotOutOfRange { operand, token: t, slot, slots: n });
         }
     }
-    let written = token_walk(batch, tokens).filter_map(|(t, seq, pos)| Some((t, slot_of(slots, bs, t, seq, pos)?)));
+    let written =
+        token_walk(batch, tokens).filter_map(|(t, seq, pos)| Some((t, slot_of(slots, bs, t, seq, pos)?)));
     let mut prev: Option<usize> = None;
     let increasing = written.clone().all(|(_, s)| {
         let up = prev.is_none_or(|p| s > p);
@@ -652,7 +669,9 @@ impl<'s> Part<'s> {
             Dest::Skip => Target::None,
             Dest::InPlace if rotated => Target::InPlace,
             Dest::InPlace => Target::None,
-            Dest::Tensor { data, view } => Target::Rows { dst: data.as_mut_ptr().cast(), len: data.len(), view },
+            Dest::Tensor { data, view } => {
+                Target::Rows { dst: data.as_mut_ptr().cast(), len: data.len(), view }
+            }
             Dest::Cache { data, layout, slots } => {
                 Target::Cache { dst: data.as_mut_ptr().cast(), len: data.len(), layout, slots }
             }
@@ -713,7 +732,9 @@ unsafe fn write_token<I: Element, O: CacheElement>(part: &Part<'_>, s: &Step<'_>
             return;
         }
         // SAFETY: token t of a view validated against the tensor's buffer.
-        Target::Rows { dst, view, .. } => (unsafe { dst.cast::<O>().add(s.t * view.token_stride) }, view.head_stride),
+        Target::Rows { dst, view, .. } => {
+            (unsafe { dst.cast::<O>().add(s.t * view.token_stride) }, view.head_stride)
+        }
         Target::Cache { dst, layout, ref slots, .. } => {
             let Some(slot) = slot_of(slots, layout.block_size, s.t, s.seq, s.pos) else { return };
             // SAFETY: a slot below `layout.slots()` (checked) of a layout that fits the cache.
@@ -770,7 +791,7 @@ impl RopeRef<'_> {
     ///
     /// # Errors
     /// See [`Rope::apply_head_sets`](crate::Rope::apply_head_sets).
-    pub fn apply_head_sets<T: Element>(
+    pub fn apply_head_sets<T: Element + CacheElement>(
         &self,
         buf: &mut [T],
         tokens: usize,
@@ -780,7 +801,11 @@ impl RopeRef<'_> {
     ) -> Result<(), RopeError> {
         let sets = [q, k.unwrap_or_default(), HeadSet::default()];
         let k = if k.is_some() { Dest::<T>::InPlace } else { Dest::Skip };
-        let layer = LayerApply { batch: Batch::Single(opts.positions), cos_sin: opts.cos_sin, direction: opts.direction };
+        let layer = LayerApply {
+            batch: Batch::Single(opts.positions),
+            cos_sin: opts.cos_sin,
+            direction: opts.direction,
+        };
         self.apply_layer(Qkv::new(buf, tokens, sets), Dest::<T>::InPlace, k, Dest::<T>::Skip, &layer)
     }
 
@@ -831,7 +856,9 @@ impl RopeRef<'_> {
                         return Err(RopeError::ShapeMismatch { operand });
                     }
                 }
-                Target::Cache { len, layout, .. } => layout.validate(part.set.heads, part.head_len, len, operand)?,
+                Target::Cache { len, layout, .. } => {
+                    layout.validate(part.set.heads, part.head_len, len, operand)?
+                }
                 Target::None | Target::InPlace => {}
             }
         }
@@ -868,7 +895,8 @@ impl RopeRef<'_> {
         opts: &LayerApply<'_>,
         seq_len: u64,
     ) -> Result<(), RopeError> {
-        let apply = Apply { positions: Positions::Start(0), cos_sin: opts.cos_sin, direction: opts.direction };
+        let apply =
+            Apply { positions: Positions::Start(0), cos_sin: opts.cos_sin, direction: opts.direction };
         let p = self.token_params(&apply, tokens);
         // Prefetch as the in-place calls do (`rotate_tokens`): when the rotated input of the
         // whole call exceeds the threshold.
@@ -1004,7 +1032,7 @@ impl Rope {
     ///
     /// # Errors
     /// Those of [`Rope::apply_layer`] for these arguments.
-    pub fn apply_head_sets<T: Element>(
+    pub fn apply_head_sets<T: Element + CacheElement>(
         &self,
         buf: &mut [T],
         tokens: usize,

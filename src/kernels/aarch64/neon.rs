@@ -13,8 +13,9 @@ use core::arch::asm;
 use half::{bf16, f16};
 
 use crate::dispatch::Tier;
+use crate::kernels::generic::convert::ConvertOut;
 use crate::kernels::generic::{self, Simd, SimdElement};
-use crate::kernels::{kernels_table, Kernels, RotateArgs};
+use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Neon, crate::kernels::sincos::neon::fill_row);
 
@@ -50,6 +51,14 @@ pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
 pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
     // SAFETY: as in `rotate`.
     unsafe { generic::rotate_rows(Neon(()), a, cos_rows, sin_rows) }
+}
+
+/// # Safety
+/// The contract of [`ConvertFn`](crate::kernels::ConvertFn).
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, I, O>) {
+    // SAFETY: forwarded; NEON is baseline on aarch64.
+    unsafe { generic::convert::convert(Neon(()), a) }
 }
 
 /// # Safety
@@ -136,6 +145,32 @@ impl Simd for Neon {
     fn abs(self, a: float32x4_t) -> float32x4_t {
         // SAFETY: the token proves NEON.
         unsafe { vabsq_f32(a) }
+    }
+    #[inline(always)]
+    fn max_abs(self, a: float32x4_t, b: float32x4_t) -> float32x4_t {
+        // SAFETY: the token proves NEON.
+        unsafe { vmaxq_f32(a, b) }
+    }
+    #[inline(always)]
+    fn reduce_max_abs(self, v: float32x4_t) -> f32 {
+        // SAFETY: the token proves NEON.
+        unsafe { vmaxvq_f32(v) }
+    }
+    #[inline(always)]
+    fn trunc_small(self, v: float32x4_t) -> float32x4_t {
+        // SAFETY: the token proves NEON. `frintz` truncates exactly.
+        unsafe { vrndq_f32(v) }
+    }
+    #[inline(always)]
+    unsafe fn store_i8(self, p: *mut i8, v: float32x4_t) {
+        // SAFETY: the token proves NEON; the caller guarantees 4 writable i8. The lanes are
+        // integers in -127..=127, so the conversion and narrowings are exact; the NEON tier
+        // is little-endian, so the word's bytes are lanes 0..4 in order.
+        unsafe {
+            let n = vmovn_s32(vcvtq_s32_f32(v));
+            let b = vmovn_s16(vcombine_s16(n, n));
+            p.cast::<u32>().write_unaligned(vget_lane_u32::<0>(vreinterpret_u32_s8(b)));
+        }
     }
     #[inline(always)]
     fn swap_pairs(self, v: float32x4_t) -> float32x4_t {

@@ -8,8 +8,9 @@ use core::arch::x86_64::*;
 use half::{bf16, f16};
 
 use crate::dispatch::Tier;
+use crate::kernels::generic::convert::ConvertOut;
 use crate::kernels::generic::{self, Simd, SimdElement};
-use crate::kernels::{kernels_table, Kernels, RotateArgs};
+use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx2, crate::kernels::sincos::avx2::fill_row);
 
@@ -83,6 +84,14 @@ pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows
 unsafe fn rotate_rows_short<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
     // SAFETY: the portable tier needs only the baseline; the rest is forwarded.
     unsafe { generic::rotate_rows(crate::kernels::portable::Portable, a, cos_rows, sin_rows) }
+}
+
+/// # Safety
+/// The contract of [`ConvertFn`](crate::kernels::ConvertFn) (which includes AVX2 + F16C).
+#[target_feature(enable = "avx2,f16c")]
+pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, I, O>) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::convert::convert(Avx2::new_unchecked(), a) }
 }
 
 /// # Safety
@@ -169,6 +178,35 @@ impl Simd for Avx2 {
     fn abs(self, a: __m256) -> __m256 {
         // SAFETY: see `splat`.
         unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), a) }
+    }
+    #[inline(always)]
+    fn max_abs(self, a: __m256, b: __m256) -> __m256 {
+        // SAFETY: see `splat`.
+        unsafe { _mm256_max_ps(a, b) }
+    }
+    #[inline(always)]
+    fn reduce_max_abs(self, v: __m256) -> f32 {
+        // SAFETY: see `splat`.
+        unsafe {
+            let m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+            _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<0b01>(m, m)))
+        }
+    }
+    #[inline(always)]
+    fn trunc_small(self, v: __m256) -> __m256 {
+        // SAFETY: see `splat`. `vcvttps2dq` truncates; exact for |x| < 2^31.
+        unsafe { _mm256_cvtepi32_ps(_mm256_cvttps_epi32(v)) }
+    }
+    #[inline(always)]
+    unsafe fn store_i8(self, p: *mut i8, v: __m256) {
+        // SAFETY: see `splat`; the caller guarantees 8 writable i8. The lanes are integers
+        // in -127..=127, so the conversion and both saturating packs are exact.
+        unsafe {
+            let i = _mm256_cvttps_epi32(v);
+            let w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
+            _mm_storel_epi64(p.cast(), _mm_packs_epi16(w, w));
+        }
     }
     #[inline(always)]
     fn swap_pairs(self, v: __m256) -> __m256 {

@@ -12,8 +12,9 @@ use core::arch::x86_64::*;
 use half::{bf16, f16};
 
 use crate::dispatch::Tier;
+use crate::kernels::generic::convert::ConvertOut;
 use crate::kernels::generic::{self, Simd, SimdElement};
-use crate::kernels::{kernels_table, Kernels, RotateArgs};
+use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx512, crate::kernels::sincos::avx512::fill_row);
 
@@ -103,6 +104,14 @@ pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows
 }
 
 /// # Safety
+/// The contract of [`ConvertFn`](crate::kernels::ConvertFn) (which includes AVX-512F).
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, I, O>) {
+    // SAFETY: as in `rotate`.
+    unsafe { generic::convert::convert(Avx512::new_unchecked(), a) }
+}
+
+/// # Safety
 /// The contract of [`ScaleFn`](crate::kernels::ScaleFn) (which includes AVX-512F).
 #[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
@@ -186,6 +195,50 @@ impl Simd for Avx512 {
         // SAFETY: the token proves AVX-512F (`_mm512_and_ps` would need AVX-512DQ).
         unsafe {
             _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7FFF_FFFF)))
+        }
+    }
+    #[inline(always)]
+    fn max_abs(self, a: __m512, b: __m512) -> __m512 {
+        // SAFETY: the token proves AVX-512F. Non-negative floats order as their bits do, so
+        // the integer maximum is the float maximum (and Miri interprets it).
+        unsafe { _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b))) }
+    }
+    #[inline(always)]
+    fn reduce_max_abs(self, v: __m512) -> f32 {
+        // SAFETY: the token proves AVX-512F (so AVX2); integer maxima as in `max_abs`.
+        unsafe {
+            let v = _mm512_castps_si512(v);
+            let m = _mm256_max_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v));
+            let m = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256::<1>(m));
+            let m = _mm_max_epi32(m, _mm_shuffle_epi32::<0b01_00_11_10>(m));
+            let m = _mm_max_epi32(m, _mm_shuffle_epi32::<0b10_11_00_01>(m));
+            f32::from_bits(_mm_cvtsi128_si32(m) as u32)
+        }
+    }
+    #[inline(always)]
+    fn trunc_small(self, v: __m512) -> __m512 {
+        #[cfg(not(miri))]
+        // SAFETY: the token proves AVX-512F. `vcvttps2dq` truncates; exact for |x| < 2^31.
+        unsafe {
+            _mm512_cvtepi32_ps(_mm512_cvttps_epi32(v))
+        }
+        #[cfg(miri)]
+        // SAFETY: the token proves AVX-512F (Miri does not interpret `vcvttps2dq` on 512
+        // bits: the same truncation lane by lane).
+        unsafe {
+            let mut a = [0.0f32; 16];
+            _mm512_storeu_ps(a.as_mut_ptr(), v);
+            _mm512_loadu_ps(a.map(|x| x as i32 as f32).as_ptr())
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_i8(self, p: *mut i8, v: __m512) {
+        // SAFETY: the token proves AVX-512F; the caller guarantees 16 writable i8. The lanes
+        // are integers in -127..=127: adding 1.5 * 2^23 puts each in the low bits of its
+        // word exactly (two's complement in the low byte), and `vpmovdb` keeps that byte.
+        unsafe {
+            let w = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12_582_912.0)));
+            _mm_storeu_si128(p.cast(), _mm512_cvtepi32_epi8(w));
         }
     }
     #[inline(always)]

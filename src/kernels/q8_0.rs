@@ -1,0 +1,211 @@
+//! ggml's `q8_0` blocks and the destination element types of the convert kernels.
+//!
+//! A [`BlockQ8_0`] holds 32 values as one f16 scale `d` and 32 signed bytes `qs`, the value
+//! `j` being `d * qs[j]` (ggml `block_q8_0`, `ggml/src/ggml-common.h`). The quantization is
+//! ggml's reference quantizer `quantize_row_q8_0_ref` (`ggml/src/ggml-quants.c`), in f32:
+//!
+//! ```text
+//! amax = max_j |x[j]|
+//! d    = amax / 127
+//! id   = d != 0 ? 1 / d : 0
+//! qs[j] = roundf(x[j] * id)            (round half away from zero)
+//! d is stored as f16, rounded to nearest even
+//! ```
+//!
+//! ggml's C leaves inputs that make `x[j] * id` non-finite undefined (a float to `int8_t`
+//! conversion out of range). Here every input has one defined result, the same on every
+//! tier:
+//! - a block holding a NaN: `d` is the canonical f16 NaN (`0x7E00`), every `qs` 0;
+//! - a block holding an infinity (and no NaN): `d` is `+inf` (`0x7C00`), every `qs` 0;
+//! - otherwise each `x[j] * id` that is NaN (`0 * inf`, when `d` is so small that `1 / d`
+//!   overflows: a block of subnormals) gives 0, and each quotient is clamped to
+//!   `-127..=127` before rounding. For every block where ggml's result is defined this is
+//!   ggml's result (`|x[j] * id| <= 127.00003` there).
+//!
+//! `d` itself may round to f16 infinity (`amax > 65504 * 127`) or zero, as in ggml.
+
+use half::{bf16, f16};
+
+use crate::error::RopeError;
+
+/// Values per [`BlockQ8_0`] (ggml `QK8_0`).
+pub const QK8_0: usize = 32;
+
+/// One ggml `q8_0` block (`block_q8_0` in ggml's `ggml-common.h`): 32 values as
+/// `d * qs[j]`. 34 bytes, no padding, the layout ggml and llama.cpp store in a `q8_0`
+/// tensor (a KV cache of type `GGML_TYPE_Q8_0`).
+///
+/// Equality is bitwise (the scale's f16 bits and the quants), so a block equals itself even
+/// when its scale is NaN.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BlockQ8_0 {
+    /// The scale: `max |x| / 127`, rounded to f16 (nearest even).
+    pub d: f16,
+    /// The quantized values, `round(x[j] / d)` (half away from zero).
+    pub qs: [i8; QK8_0],
+}
+
+const _: () = assert!(core::mem::size_of::<BlockQ8_0>() == 34);
+
+impl PartialEq for BlockQ8_0 {
+    fn eq(&self, other: &Self) -> bool {
+        self.d.to_bits() == other.d.to_bits() && self.qs == other.qs
+    }
+}
+impl Eq for BlockQ8_0 {}
+
+impl BlockQ8_0 {
+    /// Quantizes 32 values (the reference quantizer: see the [module docs](self) for the
+    /// arithmetic and for non-finite inputs).
+    pub fn quantize(x: &[f32; QK8_0]) -> BlockQ8_0 {
+        if x.iter().any(|v| v.is_nan()) {
+            return BlockQ8_0 { d: f16::from_bits(crate::CANONICAL_NAN_F16), qs: [0; QK8_0] };
+        }
+        if x.iter().any(|v| v.is_infinite()) {
+            return BlockQ8_0 { d: f16::INFINITY, qs: [0; QK8_0] };
+        }
+        let amax = x.iter().fold(0.0f32, |m, v| if v.abs() > m { v.abs() } else { m });
+        let (d, id) = scale_of(amax);
+        BlockQ8_0 { d: f16::from_f32_const(d), qs: x.map(|v| round_q8(v * id)) }
+    }
+
+    /// The 32 values the block stands for: `f32(d) * qs[j]` (ggml `dequantize_row_q8_0`).
+    pub fn dequantize(&self) -> [f32; QK8_0] {
+        let d = self.d.to_f32_const();
+        self.qs.map(|q| f32::from(q) * d)
+    }
+}
+
+/// `(d, id)` of a block whose `max |x|` is the finite `amax`: `d = amax / 127`,
+/// `id = d != 0 ? 1 / d : 0`, in f32 (ggml's operations; every tier computes these two
+/// scalars with exactly this code).
+#[inline(always)]
+pub(crate) fn scale_of(amax: f32) -> (f32, f32) {
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    (d, id)
+}
+
+/// `x * id` rounded half away from zero to an i8: NaN gives 0, the rest is clamped to
+/// `-127..=127` first (see the module docs). For finite `|q| <= 127.5` it is C's
+/// `roundf(q)`: `t = trunc(q)`, `t + trunc(2 * (q - t))` (both steps exact), which is what
+/// the vector tiers compute.
+#[inline(always)]
+pub(crate) fn round_q8(q: f32) -> i8 {
+    if q.is_nan() {
+        return 0;
+    }
+    let q = q.clamp(-127.0, 127.0);
+    // Exact: |q| <= 127, so the casts truncate toward zero without saturating.
+    let t = q as i32 as f32;
+    let f = q - t;
+    let r = t + (f + f) as i32 as f32;
+    r as i8
+}
+
+/// Quantizes a row of f32 to `q8_0` blocks with ggml's reference arithmetic
+/// (`quantize_row_q8_0_ref`; see [`BlockQ8_0`] and the [module docs](self)): block `b`
+/// holds `x[32 * b .. 32 * b + 32]`.
+///
+/// # Errors
+/// [`RopeError::QuantizeLength`] when `x.len() != 32 * out.len()`; nothing is written then.
+pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) -> Result<(), RopeError> {
+    if out.len().checked_mul(QK8_0) != Some(x.len()) {
+        return Err(RopeError::QuantizeLength { values: x.len(), blocks: out.len() });
+    }
+    for (chunk, b) in x.chunks_exact(QK8_0).zip(out.iter_mut()) {
+        // The chunk holds exactly QK8_0 values (chunks_exact).
+        let chunk: &[f32; QK8_0] = chunk.try_into().unwrap_or(&[0.0; QK8_0]);
+        *b = BlockQ8_0::quantize(chunk);
+    }
+    Ok(())
+}
+
+/// Which destination type a [`CacheElement`] is (for the C ABI and error messages).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CacheDType {
+    /// IEEE 754 binary32.
+    F32,
+    /// IEEE 754 binary16.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// ggml `q8_0` blocks ([`BlockQ8_0`]).
+    Q8_0,
+}
+
+mod sealed {
+    /// Seals [`CacheElement`](super::CacheElement) and ties each destination type to its
+    /// convert kernels: `O::convert_fn::<I>` for every [`Element`](crate::Element) `I`.
+    #[allow(private_bounds)]
+    pub trait Sealed: crate::kernels::ConvertTarget {}
+    impl Sealed for f32 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for super::BlockQ8_0 {}
+}
+
+/// A type a rotated (or copied) row can be stored as: `f32`, `f16`, `bf16`, or ggml's
+/// [`BlockQ8_0`]. Sealed.
+///
+/// Buffers of a `CacheElement` are counted in units: one element each for the float types,
+/// one block of [`ELEMENTS_PER_UNIT`](CacheElement::ELEMENTS_PER_UNIT) = 32 values for
+/// `q8_0` (so a row of `head_dim` values is `head_dim / 32` blocks, and `head_dim` must be
+/// a multiple of 32).
+pub trait CacheElement:
+    Copy + Default + PartialEq + core::fmt::Debug + Send + Sync + sealed::Sealed + 'static
+{
+    /// Values per unit of storage: 1, or 32 for [`BlockQ8_0`].
+    const ELEMENTS_PER_UNIT: usize;
+    /// Which type this is.
+    #[doc(hidden)]
+    const CACHE_DTYPE: CacheDType;
+}
+
+impl CacheElement for f32 {
+    const ELEMENTS_PER_UNIT: usize = 1;
+    const CACHE_DTYPE: CacheDType = CacheDType::F32;
+}
+impl CacheElement for f16 {
+    const ELEMENTS_PER_UNIT: usize = 1;
+    const CACHE_DTYPE: CacheDType = CacheDType::F16;
+}
+impl CacheElement for bf16 {
+    const ELEMENTS_PER_UNIT: usize = 1;
+    const CACHE_DTYPE: CacheDType = CacheDType::BF16;
+}
+impl CacheElement for BlockQ8_0 {
+    const ELEMENTS_PER_UNIT: usize = QK8_0;
+    const CACHE_DTYPE: CacheDType = CacheDType::Q8_0;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_q8_is_half_away_from_zero() {
+        for (q, r) in [(0.5, 1), (-0.5, -1), (1.5, 2), (2.5, 3), (-2.5, -3), (0.49999997, 0), (126.5, 127)] {
+            assert_eq!(round_q8(q), r, "{q}");
+        }
+        assert_eq!(round_q8(f32::NAN), 0);
+        assert_eq!(round_q8(f32::INFINITY), 127);
+        assert_eq!(round_q8(-1e9), -127);
+    }
+
+    #[test]
+    fn quantize_row_checks_length() {
+        let mut out = [BlockQ8_0::default(); 2];
+        assert_eq!(
+            quantize_row_q8_0(&[1.0; 63], &mut out),
+            Err(RopeError::QuantizeLength { values: 63, blocks: 2 })
+        );
+        assert_eq!(out, [BlockQ8_0::default(); 2]);
+        let x: [f32; 64] = core::array::from_fn(|i| i as f32 - 31.5);
+        quantize_row_q8_0(&x, &mut out).unwrap();
+        assert_eq!(out[0].qs[0], -127);
+        assert_eq!(out[1].qs[31], 127);
+    }
+}
