@@ -686,9 +686,6 @@ impl<'r> RopeRef<'r> {
 
     /// Validates positions and the cos/sin source ([`Rope::check_call`]), then rotates every
     /// token ([`rotate_tokens`]).
-    ///
-    /// Each path has a frame of its own (issue 13): the fixed one's row buffers are not on
-    /// the stack while a per-call one runs with its frequencies.
     #[inline(always)]
     fn run<T: Element>(
         &self,
@@ -699,82 +696,93 @@ impl<'r> RopeRef<'r> {
         let Some(seq_len) = self.check_call(tokens, tensors, opts)? else {
             return Ok(());
         };
-        // A call with a cos/sin table never uses frequencies (issue 18: dynamic NTK and
-        // LongRoPE computed theirs even then).
-        if !self.per_call(seq_len) || matches!(opts.cos_sin, CosSin::Table(_)) {
-            return self.run_fixed(tokens, tensors, opts, seq_len);
+        let p = self.token_params(opts, tokens);
+        self.with_freqs(seq_len, opts.cos_sin, |freqs| {
+            // The tensors come from views validated against the buffers this call borrows
+            // (`apply_qk`, `apply_qk_into`), all `tokens` long; the call holds the only borrows
+            // of those buffers; `check_call` passed the positions and cos/sin source for
+            // `tokens` tokens; `kernels()` comes from the dispatcher.
+            // SAFETY: the contract of `rotate_tokens` holds, as just said.
+            unsafe { rotate_tokens(&p, freqs, tensors, 0..tokens) }
+        })
+    }
+
+    /// Runs `body` with the frequencies of a validated call of length `seq_len` (largest
+    /// position + 1) that writes: the object's own, or (dynamic NTK, LongRoPE) those computed
+    /// for the call. A call with a cos/sin table never uses frequencies (issue 18: dynamic
+    /// NTK and LongRoPE computed theirs even then), so it gets the object's own.
+    ///
+    /// Each path has a frame of its own (issue 13): the fixed one's row buffers are not on
+    /// the stack while a per-call one runs with its frequencies.
+    #[inline(always)]
+    fn with_freqs<F: FnOnce(&FreqRef<'_>)>(
+        &self,
+        seq_len: u64,
+        cos_sin: CosSin<'_>,
+        body: F,
+    ) -> Result<(), RopeError> {
+        if !self.per_call(seq_len) || matches!(cos_sin, CosSin::Table(_)) {
+            return self.run_fixed(seq_len, cos_sin, body);
         }
         if self.pairs() <= SMALL_PAIRS {
-            return self.run_dynamic::<T, SMALL_PAIRS>(tokens, tensors, opts, seq_len);
+            return self.run_dynamic::<F, SMALL_PAIRS>(seq_len, cos_sin, body);
         }
-        self.run_dynamic::<T, MAX_PAIRS>(tokens, tensors, opts, seq_len)
+        self.run_dynamic::<F, MAX_PAIRS>(seq_len, cos_sin, body)
     }
 
-    /// [`RopeRef::run`] for frequencies stored in the object. Out of line on 32-bit targets
-    /// (its own frame, for the microcontroller stack bound of issue 13); inlined on 64-bit
-    /// ones, where the extra call measured +6-12% on decode (scripts/bench-gate.sh).
+    /// [`RopeRef::with_freqs`] for frequencies stored in the object. Out of line on 32-bit
+    /// targets (its own frame, for the microcontroller stack bound of issue 13); inlined on
+    /// 64-bit ones, where the extra call measured +6-12% on decode (scripts/bench-gate.sh).
     #[cfg_attr(target_pointer_width = "64", inline(always))]
     #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
-    fn run_fixed<T: Element>(
+    fn run_fixed<F: FnOnce(&FreqRef<'_>)>(
         &self,
-        tokens: usize,
-        tensors: &Tensors<T>,
-        opts: &Apply<'_>,
         seq_len: u64,
+        cos_sin: CosSin<'_>,
+        body: F,
     ) -> Result<(), RopeError> {
-        self.run_with(tokens, tensors, opts, seq_len, &mut FixedFreqs)
+        self.run_with(seq_len, cos_sin, &mut FixedFreqs, body)
     }
 
-    /// [`Rope::run`] for frequencies that depend on the call's length (dynamic NTK,
+    /// [`RopeRef::with_freqs`] for frequencies that depend on the call's length (dynamic NTK,
     /// LongRoPE): out of line, so that only these calls carry the per-call
     /// [`Frequencies`] on their stack.
     #[inline(never)]
-    fn run_dynamic<T: Element, const N: usize>(
+    fn run_dynamic<F: FnOnce(&FreqRef<'_>), const N: usize>(
         &self,
-        tokens: usize,
-        tensors: &Tensors<T>,
-        opts: &Apply<'_>,
         seq_len: u64,
+        cos_sin: CosSin<'_>,
+        body: F,
     ) -> Result<(), RopeError> {
         let mut dynamic = CallFreqs::<N>::new();
-        self.run_call(tokens, tensors, opts, seq_len, &mut dynamic)
+        self.run_call(seq_len, cos_sin, &mut dynamic, body)
     }
 
     /// The body of [`RopeRef::run_dynamic`], once for every slot size (less code: issue 13).
     #[inline(never)]
-    fn run_call<T: Element>(
+    fn run_call<F: FnOnce(&FreqRef<'_>)>(
         &self,
-        tokens: usize,
-        tensors: &Tensors<T>,
-        opts: &Apply<'_>,
         seq_len: u64,
+        cos_sin: CosSin<'_>,
         dynamic: &mut dyn FreqSlot,
+        body: F,
     ) -> Result<(), RopeError> {
-        self.run_with(tokens, tensors, opts, seq_len, dynamic)
+        self.run_with(seq_len, cos_sin, dynamic, body)
     }
 
     #[inline(always)]
-    fn run_with<T: Element, D: FreqSlot + ?Sized>(
+    fn run_with<F: FnOnce(&FreqRef<'_>), D: FreqSlot + ?Sized>(
         &self,
-        tokens: usize,
-        tensors: &Tensors<T>,
-        opts: &Apply<'_>,
         seq_len: u64,
+        cos_sin: CosSin<'_>,
         dynamic: &mut D,
+        body: F,
     ) -> Result<(), RopeError> {
-        // `seq_len` is that of a call that passed `check_call` and writes. A call with a
-        // table reads no frequencies.
-        let freqs = if matches!(opts.cos_sin, CosSin::Table(_)) {
-            self.freqs
-        } else {
-            self.freqs_at(seq_len, dynamic)?
-        };
-        // The tensors come from views validated against the buffers this call borrows
-        // (`apply_qk`, `apply_qk_into`), all `tokens` long; the call holds the only borrows of
-        // those buffers; `check_call` passed the positions and cos/sin source for `tokens`
-        // tokens; `kernels()` comes from the dispatcher.
-        // SAFETY: the contract of `rotate_tokens` holds, as just said.
-        unsafe { rotate_tokens(&self.token_params(opts, tokens), &freqs, tensors, 0..tokens) };
+        // `seq_len` is that of a call that passed its checks and writes. A call with a table
+        // reads no frequencies.
+        let freqs =
+            if matches!(cos_sin, CosSin::Table(_)) { self.freqs } else { self.freqs_at(seq_len, dynamic)? };
+        body(&freqs);
         Ok(())
     }
 
@@ -843,31 +851,8 @@ impl<'r> RopeRef<'r> {
         tensors: &Tensors<T>,
         opts: &Apply<'_>,
     ) -> Result<Option<u64>, RopeError> {
-        // Positions: count, overflow, and the largest one (for tables and seq_len).
-        let max_pos: Option<u32> = match opts.positions {
-            Positions::Ids(ids) => {
-                if ids.len() != tokens {
-                    return Err(RopeError::PositionCountMismatch { tokens, positions: ids.len() });
-                }
-                ids.iter().copied().max()
-            }
-            Positions::Start(s) => {
-                if tokens == 0 {
-                    None
-                } else {
-                    let last = u32::try_from(tokens - 1).ok().and_then(|n| s.checked_add(n));
-                    Some(last.ok_or(RopeError::PositionOverflow)?)
-                }
-            }
-        };
-        if let CosSin::Table(table) = opts.cos_sin {
-            table.check_pairs(self.pairs())?;
-            if let Some(m) = max_pos {
-                if m as usize >= table.rows() {
-                    return Err(RopeError::PositionOutOfRange { position: m, rows: table.rows() });
-                }
-            }
-        }
+        let max_pos = max_position(opts.positions, tokens)?;
+        check_table(self.pairs(), opts.cos_sin, max_pos)?;
         let Some(max_pos) = max_pos else { return Ok(None) };
         if tensors.iter().flatten().all(|t| t.heads == 0) {
             return Ok(None);
@@ -890,6 +875,42 @@ impl<'r> RopeRef<'r> {
             pairs: self.pairs(),
         }
     }
+}
+
+/// The positions check of every call: the `position_ids` count against `tokens`, or `start`
+/// overflow; returns the largest position (`None` without tokens).
+#[inline]
+fn max_position(positions: Positions<'_>, tokens: usize) -> Result<Option<u32>, RopeError> {
+    match positions {
+        Positions::Ids(ids) => {
+            if ids.len() != tokens {
+                return Err(RopeError::PositionCountMismatch { tokens, positions: ids.len() });
+            }
+            Ok(ids.iter().copied().max())
+        }
+        Positions::Start(s) => {
+            if tokens == 0 {
+                return Ok(None);
+            }
+            let last = u32::try_from(tokens - 1).ok().and_then(|n| s.checked_add(n));
+            Ok(Some(last.ok_or(RopeError::PositionOverflow)?))
+        }
+    }
+}
+
+/// The cos/sin check of every call: a table's width (`pairs`), then its rows against the
+/// largest position.
+#[inline]
+fn check_table(pairs: usize, cos_sin: CosSin<'_>, max_pos: Option<u32>) -> Result<(), RopeError> {
+    if let CosSin::Table(table) = cos_sin {
+        table.check_pairs(pairs)?;
+        if let Some(m) = max_pos {
+            if m as usize >= table.rows() {
+                return Err(RopeError::PositionOutOfRange { position: m, rows: table.rows() });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Where [`Rope::check_call`] puts the frequencies of a call that depend on its length.
@@ -1162,17 +1183,31 @@ unsafe fn rotate_tokens<T: Element>(
             // SAFETY: forwarded (the same contract).
             unsafe { rotate_head_major(p, table, start, tensors, range, large) }
         }
-        (CosSin::Table(table), _) => {
+        _ => for_each_row(p, freqs, range, &rotate_token),
+    }
+}
+
+/// The one per-token loop of every call: hands each token `t` of `range` its cos/sin row
+/// (position `p.positions.get(t)`: from the table, or generated from `freqs` into a row
+/// buffer sized to the pairs) and calls `token(t, cos, sin)`. The caller has validated the
+/// positions against the table.
+#[inline(always)]
+fn for_each_row(
+    p: &TokenParams<'_>,
+    freqs: &FreqRef<'_>,
+    range: Range<usize>,
+    token: &impl Fn(usize, &[f32], &[f32]),
+) {
+    match p.cos_sin {
+        CosSin::Table(table) => {
             for t in range {
                 // Validated: every position of the call is below the table's rows.
                 let (cos, sin) = table.row_in_range(p.positions.get(t));
-                rotate_token(t, cos, sin);
+                token(t, cos, sin);
             }
         }
-        (CosSin::OnTheFly, _) if pairs <= SMALL_PAIRS => {
-            on_the_fly::<SMALL_PAIRS>(p, freqs, range, &rotate_token)
-        }
-        (CosSin::OnTheFly, _) => on_the_fly_large(p, freqs, range, &rotate_token),
+        CosSin::OnTheFly if p.pairs <= SMALL_PAIRS => on_the_fly::<SMALL_PAIRS>(p, freqs, range, token),
+        CosSin::OnTheFly => on_the_fly_large(p, freqs, range, &token),
     }
 }
 

@@ -7,8 +7,13 @@
 //! The types here describe the call; [`RopeRef::apply_layer`](crate::RopeRef::apply_layer)
 //! runs it, with every check made before anything is written.
 
+use core::any::TypeId;
+
+use super::{Apply, CosSin, Direction, Positions, Rope, RopeRef, TokenParams};
+use crate::element::Element;
 use crate::error::{Operand, RopeError};
-use crate::rope::{CosSin, Direction, Positions};
+use crate::kernels::q8_0::CacheElement;
+use crate::kernels::{self, ConvertArgs, RotateArgs};
 use crate::view::View;
 
 /// A set of heads inside one buffer (the fused QKV projection output): head `h` of token `t`
@@ -328,5 +333,713 @@ impl<'a> LayerApply<'a> {
     pub fn inverse(mut self) -> Self {
         self.direction = Direction::Inverse;
         self
+    }
+}
+
+// ---- Validation (type-independent: one copy for every element-type combination) ----
+
+/// Whether two head sets of one buffer, each validated for `tokens` tokens of `head_dim`
+/// elements ([`HeadSet::validate`]), share an element. Exact, on the elements the sets
+/// touch:
+/// - sets whose bounding ranges are apart do not overlap;
+/// - with one token, or the same token stride `S` (the rows of one fused buffer), row `(t1,
+///   h1)` of `a` meets row `(t2, h2)` of `b` iff `|a.offset + h1 * a.head_stride - b.offset -
+///   h2 * b.head_stride + k * S| < head_dim` for `k = t1 - t2`: for each pair of heads, one
+///   arithmetic progression over `k` in `-(tokens - 1)..=tokens - 1` (`O(a.heads *
+///   b.heads)` divisions at most);
+/// - otherwise each row of the set with fewer rows is compared with the last row of the
+///   other set that starts at or before its end, found in `O(1)` because that set's rows nest
+///   (`O(tokens * heads)` of the smaller set).
+pub(crate) fn sets_overlap(a: &HeadSet, b: &HeadSet, tokens: usize, head_dim: usize) -> bool {
+    if tokens == 0 || a.heads == 0 || b.heads == 0 || head_dim == 0 {
+        return false;
+    }
+    // Validated against one buffer (at most `isize::MAX` elements): every element index and
+    // every difference of two fits in i64.
+    let span = |s: &HeadSet| (tokens - 1) * s.token_stride + (s.heads - 1) * s.head_stride + head_dim;
+    let (a_end, b_end) = (a.offset + span(a), b.offset + span(b));
+    if a_end <= b.offset || b_end <= a.offset {
+        return false;
+    }
+    let d = head_dim as i64;
+    if tokens == 1 || a.token_stride == b.token_stride {
+        let (a, b) = if a.heads <= b.heads { (a, b) } else { (b, a) };
+        let (s, kmax) = if tokens == 1 { (0, 0) } else { (a.token_stride as i64, tokens as i64 - 1) };
+        for h1 in 0..a.heads {
+            let x = (a.offset + h1 * a.head_stride) as i64;
+            let hit = if b.heads as i64 <= 2 * kmax + 1 {
+                (0..b.heads).any(|h2| {
+                    let y = (b.offset + h2 * b.head_stride) as i64;
+                    progression_hits(y, s, -kmax, kmax, x - d, x + d)
+                })
+            } else {
+                (-kmax..=kmax).any(|k| {
+                    let y = b.offset as i64 + k * s;
+                    progression_hits(y, b.head_stride as i64, 0, b.heads as i64 - 1, x - d, x + d)
+                })
+            };
+            if hit {
+                return true;
+            }
+        }
+        return false;
+    }
+    let rows = |s: &HeadSet| tokens * s.heads;
+    let (a, b) = if rows(a) <= rows(b) { (a, b) } else { (b, a) };
+    for t in 0..tokens {
+        for h in 0..a.heads {
+            let x = a.offset + t * a.token_stride + h * a.head_stride;
+            if let Some(y) = last_row_at_or_below(b, tokens, x + head_dim - 1) {
+                if y + head_dim > x {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Whether some `y + k * step` with `k` in `k0..=k1` lies strictly between `lo` and `hi`.
+#[inline]
+fn progression_hits(y: i64, step: i64, k0: i64, k1: i64, lo: i64, hi: i64) -> bool {
+    if k0 > k1 {
+        return false;
+    }
+    if step == 0 {
+        return lo < y && y < hi;
+    }
+    // The smallest k with y + k * step > lo.
+    let k = ((lo - y).div_euclid(step) + 1).max(k0);
+    k <= k1 && y + k * step < hi
+}
+
+/// The start of the last row of validated set `s` that starts at or before element `v`.
+/// The rows nest (sorted by stride, each stride exceeds the extent inside it), so the outer
+/// index is `(v - base) / outer_stride` clamped, then the same for the inner one.
+fn last_row_at_or_below(s: &HeadSet, tokens: usize, v: usize) -> Option<usize> {
+    if v < s.offset {
+        return None;
+    }
+    let mut dims = [(tokens, s.token_stride), (s.heads, s.head_stride)];
+    if dims[0].1 < dims[1].1 {
+        dims.swap(0, 1);
+    }
+    let mut base = s.offset;
+    for (count, stride) in dims {
+        if count > 1 && stride > 0 {
+            base += ((v - base) / stride).min(count - 1) * stride;
+        }
+    }
+    Some(base)
+}
+
+/// Checks a batch against the call's `tokens`; returns the largest position (`None`
+/// without tokens). Order: `indptr` (FlashInfer `append_indptr`: non-empty, from 0,
+/// non-decreasing, ending at `tokens`), the per-sequence array's length, then positions
+/// (`position_ids` count, `start + len - 1` overflow).
+fn check_batch(batch: &Batch<'_>, tokens: usize) -> Result<Option<u32>, RopeError> {
+    let indptr = match *batch {
+        Batch::Single(positions) => return super::max_position(positions, tokens),
+        Batch::Ragged { indptr, .. } | Batch::RaggedIds { indptr, .. } => indptr,
+    };
+    let Some((&last, _)) = indptr.split_last() else {
+        return Err(RopeError::InvalidIndptr { reason: "indptr is empty (it has sequences + 1 entries)" });
+    };
+    if indptr[0] != 0 {
+        return Err(RopeError::InvalidIndptr { reason: "indptr[0] is not 0" });
+    }
+    if indptr.windows(2).any(|w| w[1] < w[0]) {
+        return Err(RopeError::InvalidIndptr { reason: "indptr decreases" });
+    }
+    if last as usize != tokens || u32::try_from(tokens).is_err() {
+        return Err(RopeError::InvalidIndptr { reason: "indptr does not end at the call's token count" });
+    }
+    match *batch {
+        Batch::Ragged { start, .. } => {
+            if start.len() != indptr.len() - 1 {
+                return Err(RopeError::InvalidIndptr {
+                    reason: "start has other than indptr.len() - 1 entries",
+                });
+            }
+            let mut max = None;
+            for (w, &s) in indptr.windows(2).zip(start) {
+                let n = (w[1] - w[0]) as usize;
+                max = max.max(super::max_position(Positions::Start(s), n)?);
+            }
+            Ok(max)
+        }
+        Batch::RaggedIds { position_ids, .. } => super::max_position(Positions::Ids(position_ids), tokens),
+        Batch::Single(_) => unreachable!("returned above"),
+    }
+}
+
+/// The sequences of a validated batch: `(sequence, its tokens, their positions)`, where
+/// `positions.get(j)` is the position of token `tokens.start + j`.
+fn sequences<'b>(
+    batch: &'b Batch<'b>,
+    tokens: usize,
+) -> impl Iterator<Item = (usize, core::ops::Range<usize>, Positions<'b>)> + 'b {
+    let (indptr, single) = match *batch {
+        Batch::Single(p) => (&[][..], Some(p)),
+        Batch::Ragged { indptr, .. } | Batch::RaggedIds { indptr, .. } => (indptr, None),
+    };
+    let one = single.map(|p| (0, 0..tokens, p));
+    let many = indptr.windows(2).enumerate().map(move |(i, w)| {
+        let r = w[0] as usize..w[1] as usize;
+        let p = match *batch {
+            Batch::Ragged { start, .. } => Positions::Start(start[i]),
+            Batch::RaggedIds { position_ids, .. } => Positions::Ids(&position_ids[r.clone()]),
+            Batch::Single(p) => p,
+        };
+        (i, r, p)
+    });
+    one.into_iter().chain(many)
+}
+
+/// Every token of a validated batch in order: `(token, sequence, position)`.
+fn token_walk<'b>(
+    batch: &'b Batch<'b>,
+    tokens: usize,
+) -> impl Iterator<Item = (usize, usize, u32)> + Clone + 'b {
+    let (indptr, single) = match *batch {
+        Batch::Single(p) => (&[][..], Some(p)),
+        Batch::Ragged { indptr, .. } | Batch::RaggedIds { indptr, .. } => (indptr, None),
+    };
+    let one = single.into_iter().flat_map(move |p| (0..tokens).map(move |t| (t, 0, p.get(t))));
+    let many = indptr.windows(2).enumerate().flat_map(move |(i, w)| {
+        (w[0] as usize..w[1] as usize).map(move |t| {
+            let pos = match *batch {
+                Batch::Ragged { start, .. } => start[i] + (t - w[0] as usize) as u32,
+                Batch::RaggedIds { position_ids, .. } => position_ids[t],
+                Batch::Single(p) => p.get(t),
+            };
+            (t, i, pos)
+        })
+    });
+    one.chain(many)
+}
+
+/// The slot of token `t` (sequence `seq`, position `pos`) of a validated call; `None` for a
+/// skipped token (`slot_mapping` -1).
+#[inline(always)]
+fn slot_of(slots: &Slots<'_>, block_size: usize, t: usize, seq: usize, pos: u32) -> Option<usize> {
+    match *slots {
+        Slots::Mapping(m) => usize::try_from(m[t]).ok(),
+        Slots::BlockTable { block_table, blocks_per_seq } => {
+            let p = pos as usize;
+            Some(block_table[seq * blocks_per_seq + p / block_size] as usize * block_size + p % block_size)
+        }
+        Slots::Positions => Some(pos as usize),
+    }
+}
+
+/// Checks the slots of a cache destination whose layout was validated: `slot_mapping`'s
+/// length, then for each token in order its block-table entry (`BlockTableTooShort`), the
+/// block (`BlockOutOfRange`) and the slot (`SlotOutOfRange`); then that no two written tokens
+/// share a slot (`DuplicateSlot`).
+///
+/// Duplicates are found without allocating: one pass when the written slots strictly
+/// increase (prefill, `Slots::Positions`, most `slot_mapping`s); otherwise each written token
+/// is compared with the earlier ones (quadratic in the tokens; a decode batch of 8 sequences
+/// is 28 comparisons, a 512-token prefill in non-increasing slots about 131 000).
+fn check_slots(
+    slots: &Slots<'_>,
+    layout: &CacheLayout,
+    batch: &Batch<'_>,
+    tokens: usize,
+    operand: Operand,
+) -> Result<(), RopeError> {
+    let (bs, n) = (layout.block_size, layout.slots());
+    if let Slots::Mapping(m) = *slots {
+        if m.len() != tokens {
+            return Err(RopeError::SlotMappingLength { operand, tokens, len: m.len() });
+        }
+    }
+    for (t, seq, pos) in token_walk(batch, tokens) {
+        let slot: i64 = match *slots {
+            Slots::Mapping(m) if m[t] == -1 => continue,
+            Slots::Mapping(m) => m[t],
+            Slots::BlockTable { block_table, blocks_per_seq } => {
+                if bs == 0 {
+                    return Err(RopeError::SlotOutOfRange {
+                        operand,
+                        token: t,
+                        slot: i64::from(pos),
+                        slots: 0,
+                    });
+                }
+                let e = pos as usize / bs;
+                let short = RopeError::BlockTableTooShort { operand, sequence: seq, position: pos };
+                let i = seq.checked_mul(blocks_per_seq).and_then(|i| i.checked_add(e)).ok_or(short)?;
+                if e >= blocks_per_seq || i >= block_table.len() {
+                    return Err(short);
+                }
+                let block = block_table[i];
+                if block as usize >= layout.num_blocks {
+                    return Err(RopeError::BlockOutOfRange {
+                        operand,
+                        token: t,
+                        block,
+                        num_blocks: layout.num_blocks,
+                    });
+                }
+                continue;
+            }
+            Slots::Positions => i64::from(pos),
+        };
+        if slot < 0 || slot as u64 >= n as u64 {
+            return Err(RopeError::SlotOutOfRange { operand, token: t, slot, slots: n });
+        }
+    }
+    let written =
+        token_walk(batch, tokens).filter_map(|(t, seq, pos)| Some((t, slot_of(slots, bs, t, seq, pos)?)));
+    let mut prev: Option<usize> = None;
+    let increasing = written.clone().all(|(_, s)| {
+        let up = prev.is_none_or(|p| s > p);
+        prev = Some(s);
+        up
+    });
+    if increasing {
+        return Ok(());
+    }
+    for (i, (t, s)) in written.clone().enumerate() {
+        if written.clone().take(i).any(|(_, e)| e == s) {
+            return Err(RopeError::DuplicateSlot { operand, token: t, slot: s });
+        }
+    }
+    Ok(())
+}
+
+// ---- The call: destinations with their element types erased ----
+
+/// Where one of q, k, v goes after its types are erased (the typed writer knows them).
+#[derive(Clone, Copy)]
+enum Target<'s> {
+    /// Nothing written (`Dest::Skip`; v `InPlace`).
+    None,
+    /// Rotated in place in the fused buffer.
+    InPlace,
+    /// A dense tensor (`dst` of the destination's type, view in its units).
+    Rows { dst: *mut u8, len: usize, view: View },
+    /// Cache rows (`dst` of the destination's type, `len` units).
+    Cache { dst: *mut u8, len: usize, layout: CacheLayout, slots: Slots<'s> },
+}
+
+/// What a token's write reads besides the part: the token, its sequence and position, its
+/// cos/sin row (empty for v), and the call's settings.
+struct Step<'r> {
+    t: usize,
+    seq: usize,
+    pos: u32,
+    cos: &'r [f32],
+    sin: &'r [f32],
+    p: &'r TokenParams<'r>,
+    prefetch: bool,
+}
+
+/// One of q, k, v of a call: its head set in the fused buffer `src` (of the input type), its
+/// target, and the writer of its (input, output) types.
+#[derive(Clone, Copy)]
+struct Part<'s> {
+    operand: Operand,
+    set: HeadSet,
+    src: *mut u8,
+    to: Target<'s>,
+    /// Units of the destination per head (`head_dim`, or `head_dim / 32` blocks).
+    head_len: usize,
+    /// The destination type is the input type.
+    same_type: bool,
+    /// The destination is `q8_0` (`ELEMENTS_PER_UNIT` 32).
+    quant: bool,
+    /// Writes token `step.t` of this part (types restored).
+    write: unsafe fn(&Part<'s>, &Step<'_>),
+}
+
+impl<'s> Part<'s> {
+    /// Erases destination `dest` of element type `O` for input type `I`.
+    fn new<I: Element, O: CacheElement>(
+        operand: Operand,
+        set: HeadSet,
+        src: *mut I,
+        dest: Dest<'s, O>,
+        head_dim: usize,
+        rotated: bool,
+    ) -> Self {
+        let to = match dest {
+            Dest::Skip => Target::None,
+            Dest::InPlace if rotated => Target::InPlace,
+            Dest::InPlace => Target::None,
+            Dest::Tensor { data, view } => {
+                Target::Rows { dst: data.as_mut_ptr().cast(), len: data.len(), view }
+            }
+            Dest::Cache { data, layout, slots } => {
+                Target::Cache { dst: data.as_mut_ptr().cast(), len: data.len(), layout, slots }
+            }
+        };
+        Part {
+            operand,
+            set,
+            src: src.cast(),
+            to,
+            head_len: head_dim / O::ELEMENTS_PER_UNIT,
+            same_type: TypeId::of::<I>() == TypeId::of::<O>(),
+            quant: O::ELEMENTS_PER_UNIT != 1,
+            write: write_token::<I, O>,
+        }
+    }
+
+    /// Whether the part reads its set (and so its set must fit and not overlap others).
+    fn used(&self) -> bool {
+        !matches!(self.to, Target::None)
+    }
+}
+
+/// Writes token `s.t` of `part`: in place with the input type's rotate kernel (its fast
+/// paths), otherwise with the convert kernel from `I` to `O`, to the token's tensor row or
+/// cache slot (none for a skipped `slot_mapping` entry).
+///
+/// # Safety
+/// `part` comes from [`Part::new`] with these `I`, `O`, for buffers still borrowed by the
+/// call, and passed [`RopeRef::check_layer`] for the call's tokens, batch and options
+/// (`s.t` is one of its tokens, `s.seq`, `s.pos` its sequence and position); nothing else
+/// touches the buffers; `s.p.kernels` comes from the dispatcher.
+unsafe fn write_token<I: Element, O: CacheElement>(part: &Part<'_>, s: &Step<'_>) {
+    let set = &part.set;
+    let p = s.p;
+    // SAFETY: token t's heads lie inside the fused buffer (validated set).
+    let src = unsafe { part.src.cast::<I>().add(set.offset + s.t * set.token_stride) };
+    let (dst, dst_head_stride) = match part.to {
+        Target::None => return,
+        Target::InPlace => {
+            let args = RotateArgs {
+                src,
+                dst: src,
+                heads: set.heads,
+                src_head_stride: set.head_stride,
+                dst_head_stride: set.head_stride,
+                head_dim: p.head_dim,
+                cos: s.cos,
+                sin: s.sin,
+                layout: p.layout,
+                inverse: p.inverse,
+                prefetch: s.prefetch && set.head_stride < set.token_stride,
+            };
+            // In place with the same strides; the set's rows overlap no other set's (checked);
+            // `O` is `I` (checked), and the rotate kernel of `I` is the one the in-place
+            // calls use.
+            // SAFETY: the contract of `RotateFn` holds, as just said.
+            unsafe { I::rotate_fn(p.kernels)(&args) };
+            return;
+        }
+        // SAFETY: token t of a view validated against the tensor's buffer.
+        Target::Rows { dst, view, .. } => {
+            (unsafe { dst.cast::<O>().add(s.t * view.token_stride) }, view.head_stride)
+        }
+        Target::Cache { dst, layout, ref slots, .. } => {
+            let Some(slot) = slot_of(slots, layout.block_size, s.t, s.seq, s.pos) else { return };
+            // SAFETY: a slot below `layout.slots()` (checked) of a layout that fits the cache.
+            (unsafe { dst.cast::<O>().add(layout.row(slot, 0)) }, layout.head_stride)
+        }
+    };
+    let args = ConvertArgs {
+        src,
+        dst,
+        heads: set.heads,
+        src_head_stride: set.head_stride,
+        dst_head_stride,
+        head_dim: p.head_dim,
+        cos: s.cos,
+        sin: s.sin,
+        layout: p.layout,
+        inverse: p.inverse,
+    };
+    // The source (the fused buffer, `&mut [I]`) and the destination (another `&mut [O]`)
+    // are different buffers; the destination rows of one token do not overlap (validated),
+    // and no two tokens write one row (duplicate slots checked); q8_0 has head_dim % 32 == 0.
+    // SAFETY: the contract of `ConvertFn` holds, as just said.
+    unsafe { kernels::convert_fn::<I, O>(p.kernels)(&args) };
+}
+
+impl RopeRef<'_> {
+    /// As [`Rope::apply_layer`](crate::Rope::apply_layer).
+    ///
+    /// # Errors
+    /// See [`Rope::apply_layer`](crate::Rope::apply_layer).
+    pub fn apply_layer<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
+        &self,
+        qkv: Qkv<'_, I>,
+        q: Dest<'_, Q>,
+        k: Dest<'_, K>,
+        v: Dest<'_, V>,
+        opts: &LayerApply<'_>,
+    ) -> Result<(), RopeError> {
+        let hd = self.params.head_dim;
+        let (src, len, tokens) = (qkv.data.as_mut_ptr(), qkv.data.len(), qkv.tokens);
+        let [qs, ks, vs] = qkv.sets;
+        let parts = [
+            Part::new(Operand::Q, qs, src, q, hd, true),
+            Part::new(Operand::K, ks, src, k, hd, true),
+            Part::new(Operand::V, vs, src, v, hd, false),
+        ];
+        let Some(seq_len) = self.check_layer(len, tokens, &parts, opts)? else {
+            return Ok(());
+        };
+        self.run_layer(tokens, &parts, opts, seq_len)
+    }
+
+    /// As [`Rope::apply_head_sets`](crate::Rope::apply_head_sets).
+    ///
+    /// # Errors
+    /// See [`Rope::apply_head_sets`](crate::Rope::apply_head_sets).
+    pub fn apply_head_sets<T: Element + CacheElement>(
+        &self,
+        buf: &mut [T],
+        tokens: usize,
+        q: HeadSet,
+        k: Option<HeadSet>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        let sets = [q, k.unwrap_or_default(), HeadSet::default()];
+        let k = if k.is_some() { Dest::<T>::InPlace } else { Dest::Skip };
+        let layer = LayerApply {
+            batch: Batch::Single(opts.positions),
+            cos_sin: opts.cos_sin,
+            direction: opts.direction,
+        };
+        self.apply_layer(Qkv::new(buf, tokens, sets), Dest::<T>::InPlace, k, Dest::<T>::Skip, &layer)
+    }
+
+    /// Every check of an attention-layer call, in the documented order (see
+    /// [`Rope::apply_layer`](crate::Rope::apply_layer)); returns the call's length (largest
+    /// position + 1), or `None` for an `Ok` no-op. Type-independent: one copy for every
+    /// combination of element types.
+    #[inline(never)]
+    fn check_layer(
+        &self,
+        len: usize,
+        tokens: usize,
+        parts: &[Part<'_>; 3],
+        opts: &LayerApply<'_>,
+    ) -> Result<Option<u64>, RopeError> {
+        let hd = self.params.head_dim;
+        // 1. The sets in the fused buffer.
+        for part in parts.iter().filter(|p| p.used()) {
+            part.set.validate(tokens, hd, len, part.operand)?;
+        }
+        // 2. No two used sets share an element.
+        for (i, j) in [(0, 1), (0, 2), (1, 2)] {
+            let (a, b) = (&parts[i], &parts[j]);
+            if a.used() && b.used() && sets_overlap(&a.set, &b.set, tokens, hd) {
+                return Err(RopeError::OverlappingHeadSets { a: a.operand, b: b.operand });
+            }
+        }
+        let out = |p: &Part<'_>| match p.operand {
+            Operand::Q => Operand::QOut,
+            Operand::K => Operand::KOut,
+            _ => Operand::VOut,
+        };
+        for part in parts {
+            let operand = out(part);
+            // 3. In place keeps the input type.
+            if matches!(part.to, Target::InPlace) && !part.same_type {
+                return Err(RopeError::UnsupportedTypePair { operand });
+            }
+            // 4. q8_0 rows are whole blocks.
+            if part.quant && part.used() && !hd.is_multiple_of(32) {
+                return Err(RopeError::PartialQuantBlock { operand, head_dim: hd });
+            }
+            // 5. The destination's shape.
+            match part.to {
+                Target::Rows { len, view, .. } => {
+                    view.validate(part.head_len, len, operand)?;
+                    if view.tokens != tokens || view.heads != part.set.heads {
+                        return Err(RopeError::ShapeMismatch { operand });
+                    }
+                }
+                Target::Cache { len, layout, .. } => {
+                    layout.validate(part.set.heads, part.head_len, len, operand)?
+                }
+                Target::None | Target::InPlace => {}
+            }
+        }
+        // 6. The batch and its positions.
+        let max_pos = check_batch(&opts.batch, tokens)?;
+        // 7. Cache slots (k and v with one slot source share the check).
+        let mut checked: Option<(&Slots<'_>, usize, usize)> = None;
+        for part in parts {
+            if let Target::Cache { layout, ref slots, .. } = part.to {
+                let key = (slots, layout.num_blocks, layout.block_size);
+                if checked.is_some_and(|c| c == key) {
+                    continue;
+                }
+                check_slots(slots, &layout, &opts.batch, tokens, out(part))?;
+                checked = Some(key);
+            }
+        }
+        // 8. The cos/sin table.
+        super::check_table(self.pairs(), opts.cos_sin, max_pos)?;
+        let Some(max_pos) = max_pos else { return Ok(None) };
+        if parts.iter().all(|p| !p.used() || p.set.heads == 0) {
+            return Ok(None);
+        }
+        Ok(Some(u64::from(max_pos) + 1))
+    }
+
+    /// Runs a validated call: the one token loop ([`super::for_each_row`]) over each
+    /// sequence, writing q, k (rotated) and v (converted) of every token.
+    #[inline(never)]
+    fn run_layer(
+        &self,
+        tokens: usize,
+        parts: &[Part<'_>; 3],
+        opts: &LayerApply<'_>,
+        seq_len: u64,
+    ) -> Result<(), RopeError> {
+        let apply =
+            Apply { positions: Positions::Start(0), cos_sin: opts.cos_sin, direction: opts.direction };
+        let p = self.token_params(&apply, tokens);
+        // Prefetch as the in-place calls do (`rotate_tokens`): when the rotated input of the
+        // whole call exceeds the threshold.
+        let heads: usize = parts[..2].iter().filter(|x| x.used()).map(|x| x.set.heads).sum();
+        let row_bytes = 2 * p.pairs * core::mem::size_of::<f32>();
+        let prefetch = heads.saturating_mul(row_bytes).saturating_mul(tokens) > kernels::PREFETCH_MIN_BYTES;
+        let live: [Option<&Part<'_>>; 3] = core::array::from_fn(|i| Some(&parts[i]).filter(|x| x.used()));
+        // Frequencies are computed (or fail) before the body runs: nothing is written on error.
+        self.with_freqs(seq_len, opts.cos_sin, |freqs| {
+            for (seq, range, positions) in sequences(&opts.batch, tokens) {
+                let sp = TokenParams { positions, ..p };
+                let base = range.start;
+                super::for_each_row(&sp, freqs, 0..range.len(), &|j, cos, sin| {
+                    let pos = positions.get(j);
+                    for (i, part) in live.iter().enumerate() {
+                        let Some(part) = part else { continue };
+                        let (cos, sin) = if i < 2 { (cos, sin) } else { (&[][..], &[][..]) };
+                        let step = Step { t: base + j, seq, pos, cos, sin, p: &sp, prefetch };
+                        // Every part passed `check_layer` for this call's buffers, tokens, batch
+                        // and options; `base + j` is token j of sequence `seq` at `pos`.
+                        // SAFETY: the contract of `write_token`, as just said.
+                        unsafe { (part.write)(part, &step) };
+                    }
+                });
+            }
+        })
+    }
+}
+
+impl Rope {
+    /// One attention layer's RoPE in one pass over the fused QKV projection output: q and k
+    /// rotated (in place, or read and written elsewhere), v copied, each to its own
+    /// destination and element type, for one sequence or a ragged batch.
+    ///
+    /// - `qkv`: the buffer `I` (f32, f16, bf16), its tokens and the `[q, k, v]` head sets in it
+    ///   ([`HeadSet::qkv_rows`] for `[q | k | v]` rows, [`HeadSet::neox_qkv`] for GPT-NeoX's
+    ///   per-head interleaving, or any offsets and strides);
+    /// - `q`, `k`, `v`: a [`Dest`] each, of its own type `Q`, `K`, `V` (f32, f16, bf16,
+    ///   [`BlockQ8_0`](crate::BlockQ8_0)): [`Dest::Skip`], [`Dest::InPlace`] (same type as
+    ///   `I`; for v: left as is), a dense [`Dest::Tensor`], or KV-cache rows [`Dest::Cache`]
+    ///   addressed by a vLLM `slot_mapping` (-1 skips a token), a paged `block_table`, or the
+    ///   positions;
+    /// - `opts`: the [`Batch`] (one sequence, or FlashInfer-style `indptr` with per-sequence
+    ///   starts or per-token `position_ids`), cos/sin on the fly or from a table (indexed by
+    ///   position), the direction.
+    ///
+    /// Every rotated value is computed as by [`Rope::apply_qk_into`] (math in f32, the same
+    /// cos/sin rows, the same operation order) and rounded once to its destination type; v
+    /// and the pass-through dimensions are converted (`O::from_f32(I::to_f32(x))`); a `q8_0`
+    /// destination quantizes each block of 32 rotated values as ggml's
+    /// `quantize_row_q8_0_ref`. Bit-identical on every tier.
+    ///
+    /// ```
+    /// use rope_kernels::{bf16, Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Rope, RopeConfig, Slots};
+    ///
+    /// // Llama-3.1-8B shapes: 32 q heads, 8 kv heads, head_dim 128. Decode of 2 sequences at
+    /// // positions 17 and 300, k and v appended to a paged bf16 cache (vLLM NHD, block_size 16).
+    /// let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
+    /// let (tokens, hd) = (2, 128);
+    /// let mut qkv = vec![0.5f32; tokens * 48 * hd];
+    /// let layout = CacheLayout::nhd(64, 16, 8, hd);
+    /// let mut k_cache = vec![bf16::ZERO; 64 * 16 * 8 * hd];
+    /// let mut v_cache = k_cache.clone();
+    /// let block_table = [3, 7, 0, 0, 9, 4, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]; // 2 x 10
+    /// let slots = Slots::BlockTable { block_table: &block_table, blocks_per_seq: 10 };
+    /// rope.apply_layer(
+    ///     Qkv::new(&mut qkv, tokens, HeadSet::qkv_rows(32, 8, hd)),
+    ///     Dest::<f32>::InPlace,
+    ///     Dest::Cache { data: &mut k_cache, layout, slots },
+    ///     Dest::Cache { data: &mut v_cache, layout, slots },
+    ///     &LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 2], start: &[17, 300] }),
+    /// )?;
+    /// // Sequence 0's token (position 17) went to block 7, slot 1; v is copied unrotated.
+    /// let row = layout.row(7 * 16 + 1, 0);
+    /// assert_eq!(v_cache[row].to_f32(), 0.5);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Nothing is written when any of these is returned; when several apply, the first in
+    /// this order:
+    /// 1. the sets that are used (q, k unless `Skip`; v when `Tensor` or `Cache`) against the
+    ///    fused buffer, in q, k, v order: [`RopeError::OverlappingStrides`],
+    ///    [`RopeError::StrideOverflow`], [`RopeError::BufferTooShort`] (operand `Q`, `K`,
+    ///    `V`);
+    /// 2. two used sets that share an element, decided exactly on the elements they touch:
+    ///    [`RopeError::OverlappingHeadSets`] (pairs in the order q-k, q-v, k-v);
+    /// 3. then per destination, in q, k, v order (operand `QOut`, `KOut`, `VOut`):
+    ///    [`RopeError::UnsupportedTypePair`] for `InPlace` into another type than `I`;
+    ///    [`RopeError::PartialQuantBlock`] for a `q8_0` destination with `head_dim % 32 != 0`;
+    ///    the tensor's view or the cache's layout against its buffer
+    ///    ([`RopeError::OverlappingStrides`], [`RopeError::StrideOverflow`],
+    ///    [`RopeError::BufferTooShort`]) and [`RopeError::ShapeMismatch`] for a tensor view
+    ///    whose tokens or heads differ from the set's;
+    /// 4. the batch: [`RopeError::InvalidIndptr`] (ragged), then
+    ///    [`RopeError::PositionCountMismatch`], [`RopeError::PositionOverflow`];
+    /// 5. per cache destination, in q, k, v order: [`RopeError::SlotMappingLength`], then for
+    ///    each token in order [`RopeError::BlockTableTooShort`],
+    ///    [`RopeError::BlockOutOfRange`], [`RopeError::SlotOutOfRange`]; then
+    ///    [`RopeError::DuplicateSlot`] (a destination with the same slots, `num_blocks` and
+    ///    `block_size` as an earlier one is not checked again);
+    /// 6. the cos/sin table: [`RopeError::TableShape`], [`RopeError::PositionOutOfRange`]
+    ///    (the largest position of the batch).
+    ///
+    /// Zero tokens, or zero heads in every used set, is an `Ok` no-op after these checks.
+    /// Dynamic NTK and LongRoPE use the frequencies of a call whose length is the batch's
+    /// largest position + 1.
+    pub fn apply_layer<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
+        &self,
+        qkv: Qkv<'_, I>,
+        q: Dest<'_, Q>,
+        k: Dest<'_, K>,
+        v: Dest<'_, V>,
+        opts: &LayerApply<'_>,
+    ) -> Result<(), RopeError> {
+        self.as_ref().apply_layer(qkv, q, k, v, opts)
+    }
+
+    /// Rotates q and (optionally) k in place as two head sets of one buffer (e.g. the q and k
+    /// heads of a fused QKV buffer, which two `&mut` views cannot express): the in-place form
+    /// of [`Rope::apply_layer`] (q and k `InPlace`, v skipped, one sequence).
+    ///
+    /// ```
+    /// use rope_kernels::{Apply, HeadSet, Rope, RopeConfig};
+    ///
+    /// // GPT-NeoX-20B-like: 4 heads interleaved as [heads][q, k, v][head_dim].
+    /// let rope = Rope::new(RopeConfig::new(64, 10_000.0))?;
+    /// let mut qkv = vec![0.5f32; 3 * 4 * 3 * 64];
+    /// let [q, k, _] = HeadSet::neox_qkv(4, 64);
+    /// rope.apply_head_sets(&mut qkv, 3, q, Some(k), &Apply::start(10))?;
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Those of [`Rope::apply_layer`] for these arguments.
+    pub fn apply_head_sets<T: Element + CacheElement>(
+        &self,
+        buf: &mut [T],
+        tokens: usize,
+        q: HeadSet,
+        k: Option<HeadSet>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        self.as_ref().apply_head_sets(buf, tokens, q, k, opts)
     }
 }

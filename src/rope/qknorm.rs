@@ -16,8 +16,7 @@ use core::mem::MaybeUninit;
 use core::ops::Range;
 
 use super::{
-    on_the_fly, on_the_fly_large, CallFreqs, CosSin, FixedFreqs, Heads, HeadsMut, Rope, RopeRef, Tensor,
-    Tensors, TokenParams, SMALL_PAIRS,
+    for_each_row, CallFreqs, FixedFreqs, Heads, HeadsMut, Rope, RopeRef, Tensor, Tensors, TokenParams,
 };
 use crate::config::MAX_PAIRS;
 use crate::element::Element;
@@ -375,17 +374,7 @@ unsafe fn norm_rotate_tokens<T: Element>(
             unsafe { norm_rotate_token(p, x, plan, t, cos, sin, large) };
         }
     };
-    match p.cos_sin {
-        CosSin::Table(table) => {
-            for t in range {
-                // Validated: every position of the call is below the table's rows.
-                let (cos, sin) = table.row_in_range(p.positions.get(t));
-                token(t, cos, sin);
-            }
-        }
-        CosSin::OnTheFly if p.pairs <= SMALL_PAIRS => on_the_fly::<SMALL_PAIRS>(p, freqs, range, &token),
-        CosSin::OnTheFly => on_the_fly_large(p, freqs, range, &token),
-    }
+    for_each_row(p, freqs, range, &token);
 }
 
 /// Token `t` of one tensor: groups of heads through the scratch buffer, norm then rotate
