@@ -441,6 +441,261 @@ typedef struct rope_relative_grid {
 typedef uint32_t rope_alibi_form;
 
 /**
+ * The element type of a buffer of `rope_apply_layer` (`rope_layer_args.qkv_dtype`,
+ * `rope_dest.dtype`).
+ */
+typedef uint32_t rope_dtype;
+
+/**
+ * A set of heads inside the `qkv` buffer, in elements of `qkv_dtype`: head `h` of token
+ * `t` is the `head_dim` elements at `offset + t * token_stride + h * head_stride`.
+ * Llama `qkv_proj` rows `[tokens][q_heads + 2 * kv_heads][head_dim]`: q
+ * `{0, q_heads, (q_heads + 2 * kv_heads) * head_dim, head_dim}`, k at
+ * `offset = q_heads * head_dim`, v at `(q_heads + kv_heads) * head_dim`
+ * (`rope_head_sets_qkv_rows`). GPT-NeoX `query_key_value` `[tokens][heads][3][head_dim]`:
+ * `head_stride = 3 * head_dim`, offsets 0, `head_dim`, `2 * head_dim`
+ * (`rope_head_sets_neox`).
+ */
+typedef struct rope_head_set {
+    /**
+     * Elements before head 0 of token 0.
+     */
+    size_t offset;
+    /**
+     * Heads per token.
+     */
+    size_t heads;
+    /**
+     * Elements between token `t` and `t + 1` of a head.
+     */
+    size_t token_stride;
+    /**
+     * Elements between head `h` and `h + 1` of a token.
+     */
+    size_t head_stride;
+} rope_head_set;
+
+/**
+ * Where q, k or v goes (`rope_dest.kind`).
+ */
+typedef uint32_t rope_dest_kind;
+
+/**
+ * KV-cache addressing, in elements of the cache's dtype (blocks for `q8_0`): head `h` of
+ * slot `s` starts at `(s / block_size) * block_stride + (s % block_size) * slot_stride +
+ * h * head_stride`; the cache has `num_blocks * block_size` slots. vLLM's NHD
+ * `[num_blocks][block_size][kv_heads][head_dim]` and HND `[num_blocks][kv_heads][block_size]
+ * [head_dim]` (`rope_cache_layout_nhd`, `rope_cache_layout_hnd`); a contiguous
+ * `[slots][kv_heads][head_dim]` cache is one block of all slots.
+ */
+typedef struct rope_cache_layout {
+    /**
+     * Blocks (pages) of the cache.
+     */
+    size_t num_blocks;
+    /**
+     * Slots (tokens) per block.
+     */
+    size_t block_size;
+    /**
+     * Elements between block `b` and `b + 1`.
+     */
+    size_t block_stride;
+    /**
+     * Elements between slot `i` and `i + 1` of a block.
+     */
+    size_t slot_stride;
+    /**
+     * Elements between head `h` and `h + 1` of a slot.
+     */
+    size_t head_stride;
+} rope_cache_layout;
+
+/**
+ * Which cache slot each token goes to (`rope_dest.slots`).
+ */
+typedef uint32_t rope_slots_kind;
+
+/**
+ * One destination of `rope_apply_layer`. Fields its `kind` (and `slots`) does not use are
+ * ignored, pointers included. `data` must not overlap `qkv`, the other destinations, nor
+ * any buffer the call reads (`ROPE_OVERLAPPING_BUFFERS`, by address range): k and v
+ * caches are two buffers.
+ */
+typedef struct rope_dest {
+    /**
+     * A `ROPE_DEST_*` value.
+     */
+    rope_dest_kind kind;
+    /**
+     * A `ROPE_DTYPE_*` value: the element type of `data` (`ROPE_DEST_IN_PLACE`: must be
+     * `qkv_dtype`, else `ROPE_UNSUPPORTED_TYPE_PAIR`). Ignored by `ROPE_DEST_SKIP`.
+     */
+    rope_dtype dtype;
+    /**
+     * `ROPE_DEST_TENSOR`, `ROPE_DEST_CACHE`: the first element (block for `q8_0`),
+     * aligned for `dtype` (`float` 4, `uint16_t` 2, `rope_block_q8_0` 2).
+     */
+    void *data;
+    /**
+     * Elements (blocks for `q8_0`) at `data`; the view or every slot of the cache must
+     * fit (`ROPE_BUFFER_TOO_SMALL`).
+     */
+    size_t len;
+    /**
+     * `ROPE_DEST_TENSOR`: shape and strides in elements of `dtype` (in blocks for
+     * `q8_0`: a head is `head_dim / 32` blocks).
+     */
+    struct rope_view view;
+    /**
+     * `ROPE_DEST_CACHE`: the cache's addressing.
+     */
+    struct rope_cache_layout cache;
+    /**
+     * `ROPE_DEST_CACHE`: a `ROPE_SLOTS_*` value.
+     */
+    rope_slots_kind slots;
+    /**
+     * `ROPE_SLOTS_MAPPING`: one slot per token, `-1` = skip.
+     */
+    const int64_t *slot_mapping;
+    /**
+     * `ROPE_SLOTS_MAPPING`: values at `slot_mapping` (must equal `tokens`).
+     */
+    size_t slot_mapping_len;
+    /**
+     * `ROPE_SLOTS_BLOCK_TABLE`: `blocks_per_seq` block numbers per sequence, row-major
+     * `[sequences][blocks_per_seq]`.
+     */
+    const uint32_t *block_table;
+    /**
+     * `ROPE_SLOTS_BLOCK_TABLE`: values at `block_table` (at least `sequences *
+     * blocks_per_seq`).
+     */
+    size_t block_table_len;
+    /**
+     * `ROPE_SLOTS_BLOCK_TABLE`: the row length of `block_table`.
+     */
+    size_t blocks_per_seq;
+} rope_dest;
+
+/**
+ * The tokens of a `rope_apply_layer` call (`rope_layer_args.batch`).
+ */
+typedef uint32_t rope_batch_kind;
+
+/**
+ * The arguments of `rope_apply_layer`. Fields that the selected modes do not use are
+ * ignored (pointers included). Every buffer is a pointer and an element count.
+ */
+typedef struct rope_layer_args {
+    /**
+     * `sizeof(rope_layer_args)`.
+     */
+    size_t struct_size;
+    /**
+     * A `ROPE_DTYPE_*` value other than `ROPE_DTYPE_Q8_0`: the element type of `qkv`.
+     */
+    rope_dtype qkv_dtype;
+    /**
+     * The fused QKV projection output: `qkv_len` elements of `qkv_dtype`; read, and
+     * written where a destination is `ROPE_DEST_IN_PLACE`.
+     */
+    void *qkv;
+    /**
+     * Elements at `qkv`; every set must fit (`ROPE_BUFFER_TOO_SMALL`).
+     */
+    size_t qkv_len;
+    /**
+     * Tokens of the call (rows of `qkv`).
+     */
+    size_t tokens;
+    /**
+     * The q heads in `qkv`. q and k sets must not share an element with each other nor
+     * with the v set (`ROPE_OVERLAPPING_HEAD_SETS`, decided on the elements touched).
+     */
+    struct rope_head_set q_set;
+    /**
+     * The k heads in `qkv`.
+     */
+    struct rope_head_set k_set;
+    /**
+     * The v heads in `qkv` (copied or converted, never rotated).
+     */
+    struct rope_head_set v_set;
+    /**
+     * Where the rotated q heads go.
+     */
+    struct rope_dest q;
+    /**
+     * Where the rotated k heads go.
+     */
+    struct rope_dest k;
+    /**
+     * Where the v heads go.
+     */
+    struct rope_dest v;
+    /**
+     * A `ROPE_BATCH_*` value.
+     */
+    rope_batch_kind batch;
+    /**
+     * A `ROPE_POSITIONS_*` value.
+     */
+    rope_position_mode position_mode;
+    /**
+     * `ROPE_BATCH_SINGLE` + `ROPE_POSITIONS_START`: the position of token 0.
+     */
+    uint32_t start;
+    /**
+     * `ROPE_POSITIONS_IDS`: one position per token.
+     */
+    const uint32_t *position_ids;
+    /**
+     * `ROPE_POSITIONS_IDS`: values at `position_ids` (must equal `tokens`).
+     */
+    size_t position_ids_len;
+    /**
+     * `ROPE_BATCH_RAGGED`: `sequences + 1` token offsets.
+     */
+    const uint32_t *indptr;
+    /**
+     * `ROPE_BATCH_RAGGED`: values at `indptr` (`sequences + 1`, at least 1).
+     */
+    size_t indptr_len;
+    /**
+     * `ROPE_BATCH_RAGGED` + `ROPE_POSITIONS_START`: the position of each sequence's first
+     * token of the call (its cached length).
+     */
+    const uint32_t *seq_start;
+    /**
+     * `ROPE_BATCH_RAGGED` + `ROPE_POSITIONS_START`: values at `seq_start` (must equal
+     * `indptr_len - 1`).
+     */
+    size_t seq_start_len;
+    /**
+     * A `ROPE_COS_SIN_*` value.
+     */
+    rope_cos_sin_source cos_sin;
+    /**
+     * `ROPE_COS_SIN_TABLE`: `table_len` cos values, rows of `rotary_dim / 2` by position.
+     */
+    const float *cos;
+    /**
+     * `ROPE_COS_SIN_TABLE`: `table_len` sin values, same layout.
+     */
+    const float *sin;
+    /**
+     * `ROPE_COS_SIN_TABLE`: floats in each of `cos` and `sin`.
+     */
+    size_t table_len;
+    /**
+     * A `ROPE_FORWARD`/`ROPE_INVERSE` value.
+     */
+    rope_direction direction;
+} rope_layer_args;
+
+/**
  * Options of `rope_mrope_apply_*` and `rope_vision_apply_*` (required, not NULL): the
  * position streams and the cos/sin source. Fields a call does not use are ignored.
  */
@@ -548,6 +803,23 @@ typedef uint32_t rope_test_fault_kind;
  * tiers (`rope_tiers_available`) has bit `1 << tier` set for each.
  */
 typedef uint32_t rope_tier;
+
+/**
+ * ggml's `block_q8_0` (ggml-common.h): 32 values `qs[j] * d`, `d` an IEEE binary16 scale
+ * (`uint16_t` bit pattern). 34 bytes, 2-byte aligned. Written as ggml's
+ * `quantize_row_q8_0_ref` (ggml-quants.c) writes it: `d = max|x| / 127`,
+ * `qs[j] = roundf(x[j] / d)` (half away from zero), `d` rounded to nearest-even.
+ */
+typedef struct rope_block_q8_0 {
+    /**
+     * The scale, IEEE binary16 bits.
+     */
+    uint16_t d;
+    /**
+     * The quantized values.
+     */
+    int8_t qs[32];
+} rope_block_q8_0;
 
 /**
  * `R_p x`: rotate by `+position * inv_freq`.
@@ -716,6 +988,81 @@ typedef uint32_t rope_tier;
  * `-slope * |key_position - query_position|`: bidirectional (encoder) models.
  */
 #define ROPE_ALIBI_SYMMETRIC 1
+
+/**
+ * `float`.
+ */
+#define ROPE_DTYPE_F32 0
+
+/**
+ * IEEE binary16 as its `uint16_t` bit pattern; stores round to nearest-even.
+ */
+#define ROPE_DTYPE_F16 1
+
+/**
+ * bfloat16 as its `uint16_t` bit pattern; stores round to nearest-even.
+ */
+#define ROPE_DTYPE_BF16 2
+
+/**
+ * ggml `q8_0` blocks (`rope_block_q8_0`, 32 values each); an output type only. A head of
+ * `head_dim` values is `head_dim / 32` consecutive blocks (`head_dim % 32 == 0`), and
+ * every length, offset and stride of a `q8_0` buffer counts blocks.
+ */
+#define ROPE_DTYPE_Q8_0 3
+
+/**
+ * Not written (v: not copied). A zeroed `rope_dest` is this.
+ */
+#define ROPE_DEST_SKIP 0
+
+/**
+ * Rotated where it lies in `qkv` (q and k; `dtype` must be `qkv_dtype`). v is never
+ * rotated: for v this is `ROPE_DEST_SKIP`.
+ */
+#define ROPE_DEST_IN_PLACE 1
+
+/**
+ * Into a `[tokens][heads][head_dim]` tensor `data` with `view` (its tokens and heads
+ * those of the set).
+ */
+#define ROPE_DEST_TENSOR 2
+
+/**
+ * Into KV-cache rows of `data` (layout `cache`), a slot per token as `slots` says.
+ */
+#define ROPE_DEST_CACHE 3
+
+/**
+ * vLLM `slot_mapping` (`reshape_and_cache_flash`; ggml `set_rows` row ids): token `t` to
+ * slot `slot_mapping[t]` (`slot_mapping_len == tokens`), `-1` skips the token.
+ */
+#define ROPE_SLOTS_MAPPING 0
+
+/**
+ * A paged cache: token `j` of sequence `i` (a ragged batch: `ROPE_BATCH_RAGGED`) at
+ * position `p` goes to block `block_table[i * blocks_per_seq + p / block_size]`, slot
+ * `block * block_size + p % block_size`.
+ */
+#define ROPE_SLOTS_BLOCK_TABLE 1
+
+/**
+ * Slot = the token's position (one sequence into its own contiguous cache, llama.cpp's
+ * per-sequence KV cache).
+ */
+#define ROPE_SLOTS_POSITIONS 2
+
+/**
+ * One sequence: positions as `position_mode` says (`start + t` or `position_ids[t]`).
+ */
+#define ROPE_BATCH_SINGLE 0
+
+/**
+ * Several sequences (FlashInfer `append_indptr`): sequence `i` owns tokens
+ * `indptr[i] .. indptr[i + 1]` (non-decreasing from 0 to `tokens`), at positions
+ * `seq_start[i] + j` (`ROPE_POSITIONS_START`) or `position_ids[t]` (`ROPE_POSITIONS_IDS`).
+ */
+#define ROPE_BATCH_RAGGED 1
 
 /**
  * `y = weight * round(x * inv_rms)`, then RoPE (transformers `Qwen3RMSNorm`).
@@ -943,6 +1290,57 @@ typedef uint32_t rope_tier;
  * A QK-norm `eps` that is NaN, infinite or negative (`rope_apply_qk_norm_*`).
  */
 #define ROPE_INVALID_NORM_EPS 71
+
+/**
+ * Two head sets of the `qkv` buffer (q and k, or either and v) share an element, decided
+ * exactly on the elements the sets touch (interleaved sets of one buffer are fine).
+ */
+#define ROPE_OVERLAPPING_HEAD_SETS 72
+
+/**
+ * A destination's `dtype` the call cannot produce from `qkv_dtype`: `ROPE_DEST_IN_PLACE`
+ * with another type than `qkv_dtype` (in place means the input's own elements).
+ */
+#define ROPE_UNSUPPORTED_TYPE_PAIR 73
+
+/**
+ * A `ROPE_DTYPE_Q8_0` destination whose `head_dim` is not a multiple of 32: a head must be
+ * a whole number of `rope_block_q8_0` blocks.
+ */
+#define ROPE_PARTIAL_QUANT_BLOCK 74
+
+/**
+ * A ragged batch whose `indptr` is empty, does not start at 0, decreases or does not end at
+ * `tokens`, or whose `seq_start` does not have `indptr_len - 1` values.
+ */
+#define ROPE_INVALID_INDPTR 75
+
+/**
+ * `slot_mapping_len` differs from `tokens`.
+ */
+#define ROPE_SLOT_MAPPING_LENGTH 76
+
+/**
+ * A token's cache slot is outside the cache: at or past `num_blocks * block_size`, or a
+ * `slot_mapping` value below -1.
+ */
+#define ROPE_SLOT_OUT_OF_RANGE 77
+
+/**
+ * A `block_table` entry at or past `num_blocks`.
+ */
+#define ROPE_BLOCK_OUT_OF_RANGE 78
+
+/**
+ * A `block_table` with no entry for a token's position: `position / block_size >=
+ * blocks_per_seq`, or fewer than `sequences * blocks_per_seq` values.
+ */
+#define ROPE_BLOCK_TABLE_TOO_SHORT 79
+
+/**
+ * Two tokens of the call map to one cache slot (one row written twice).
+ */
+#define ROPE_DUPLICATE_SLOT 80
 
 #if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
@@ -1584,6 +1982,90 @@ rope_status rope_fill_table(const struct rope_t *rope,
                             size_t len);
 
 /**
+ * Rotates one attention layer's q and k and appends k and v to their destinations, in one
+ * call (see `rope_layer_args`): q, k and v are head sets of the fused `qkv` buffer; q and k
+ * are rotated (dimensions `0..rotary_dim`; the rest converted) in place or into a tensor or
+ * KV-cache rows, v converted into its own; each destination in its own dtype (math in f32,
+ * one rounding per stored element; `q8_0` rows as ggml's `quantize_row_q8_0_ref`). The
+ * result is bit-identical to the Rust crate's `RopeRef::apply_layer` on every tier.
+ *
+ * Buffers: `qkv` is borrowed for writing (it must be writable memory even when nothing is
+ * in place) and must not overlap any other buffer of the call; the destinations' `data`
+ * must not overlap each other, `qkv`, the arrays the call reads (`position_ids`, `indptr`,
+ * `seq_start`, `cos`, `sin`, `slot_mapping`, `block_table`) nor the handle's storage
+ * (`ROPE_OVERLAPPING_BUFFERS`, decided by address range). Within `qkv` the q, k and v sets
+ * are checked exactly, on the elements they touch (`ROPE_OVERLAPPING_HEAD_SETS`).
+ *
+ * Errors (nothing is written): `ROPE_NULL_POINTER` (`rope`, `args`, a used buffer with a
+ * non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
+ * `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM` (a dtype, kind, slots, batch,
+ * position mode, cos/sin source or direction that is no value), `ROPE_INVALID_ARGUMENT`
+ * (a buffer whose byte size exceeds `PTRDIFF_MAX`), `ROPE_OVERLAPPING_BUFFERS`,
+ * `ROPE_OVERLAPPING_HEAD_SETS`, `ROPE_UNSUPPORTED_TYPE_PAIR` (`ROPE_DTYPE_Q8_0` input, or
+ * in place in another dtype), `ROPE_OVERLAPPING_STRIDES`, `ROPE_STRIDE_OVERFLOW`,
+ * `ROPE_BUFFER_TOO_SMALL`, `ROPE_SHAPE_MISMATCH` (a tensor destination of other tokens
+ * or heads than its set), `ROPE_PARTIAL_QUANT_BLOCK`, `ROPE_INVALID_INDPTR`,
+ * `ROPE_POSITION_COUNT_MISMATCH`, `ROPE_POSITION_OVERFLOW`, `ROPE_SLOT_MAPPING_LENGTH`,
+ * `ROPE_BLOCK_TABLE_TOO_SHORT`, `ROPE_BLOCK_OUT_OF_RANGE`, `ROPE_SLOT_OUT_OF_RANGE`,
+ * `ROPE_DUPLICATE_SLOT`, `ROPE_TABLE_SHAPE`, `ROPE_POSITION_OUT_OF_RANGE`,
+ * `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK at this length), `ROPE_PANIC`.
+ *
+ * # Safety
+ * `rope` is a handle; `args` is NULL or a readable `rope_layer_args` whose used buffers
+ * are valid for their counts (`qkv` and the destinations readable and writable, the rest
+ * readable) and not accessed by anyone else during the call.
+ */
+rope_status rope_apply_layer(const struct rope_t *rope, const struct rope_layer_args *args);
+
+/**
+ * Fills `sets[0..3]` with the q, k, v head sets of a fused projection
+ * `[tokens][q_heads + 2 * kv_heads][head_dim]` (Llama `qkv_proj`, vLLM
+ * `QKVParallelLinear`): rows `[q heads | k heads | v heads]`.
+ *
+ * Errors (nothing is written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`,
+ * `ROPE_STRIDE_OVERFLOW` (the row length overflows `size_t`).
+ *
+ * # Safety
+ * `sets` is NULL or writable for 3 structs.
+ */
+rope_status rope_head_sets_qkv_rows(size_t q_heads,
+                                    size_t kv_heads,
+                                    size_t head_dim,
+                                    struct rope_head_set *sets);
+
+/**
+ * Fills `sets[0..3]` with the q, k, v head sets of GPT-NeoX's `query_key_value` output
+ * viewed as `[tokens][heads][3][head_dim]` (transformers `GPTNeoXAttention`).
+ *
+ * Errors (nothing is written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`,
+ * `ROPE_STRIDE_OVERFLOW` (the row length overflows `size_t`).
+ *
+ * # Safety
+ * `sets` is NULL or writable for 3 structs.
+ */
+rope_status rope_head_sets_neox(size_t heads, size_t head_dim, struct rope_head_set *sets);
+
+/**
+ * Fills `*layout` for a KV cache `[num_blocks][block_size][kv_heads][head_len]` (vLLM's
+ * flash layout, NHD) when `hnd` is 0, or `[num_blocks][kv_heads][block_size][head_len]`
+ * (HND) when it is 1. `head_len` is `head_dim`, or `head_dim / 32` for a `q8_0` cache; a
+ * contiguous `[slots][kv_heads][head_len]` cache is `num_blocks = 1, block_size = slots`.
+ *
+ * Errors (nothing is written): `ROPE_NULL_POINTER`, `ROPE_MISALIGNED_POINTER`,
+ * `ROPE_INVALID_ARGUMENT` (`hnd` not 0 or 1), `ROPE_STRIDE_OVERFLOW` (the cache's extent
+ * overflows `size_t`).
+ *
+ * # Safety
+ * `layout` is NULL or writable.
+ */
+rope_status rope_cache_layout_init(size_t num_blocks,
+                                   size_t block_size,
+                                   size_t kv_heads,
+                                   size_t head_len,
+                                   uint8_t hnd,
+                                   struct rope_cache_layout *layout);
+
+/**
  * Multimodal RoPE (MRoPE), f32, in place: rotates q and (if `k` is not NULL) k with the
  * handle's configuration and frequencies, pair `j` of every head at
  * `position_ids[stream(j)][n] * inv_freq[j]`, the stream given by `opts->mrope_section` and
@@ -1908,3 +2390,10 @@ const char *rope_tier_name(rope_tier tier);
 #endif  // __cplusplus
 
 #endif  /* ROPE_KERNELS_H */
+
+
+/* rope_block_q8_0 is ggml's block_q8_0 byte for byte: 34 bytes (a compile error otherwise). */
+#ifndef ROPE_KERNELS_H_Q8_0_SIZE
+#define ROPE_KERNELS_H_Q8_0_SIZE
+typedef char rope_block_q8_0_is_34_bytes[(sizeof(rope_block_q8_0) == 34) ? 1 : -1];
+#endif

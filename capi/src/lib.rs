@@ -32,6 +32,7 @@ mod boundary;
 mod config;
 mod encodings;
 mod handle;
+mod layer;
 mod mrope;
 #[cfg(all(feature = "panic-handler", not(feature = "std"), not(test)))]
 mod panic;
@@ -50,6 +51,7 @@ pub use apply::*;
 pub use config::*;
 pub use encodings::*;
 pub use handle::*;
+pub use layer::*;
 pub use mrope::*;
 pub use qknorm::*;
 pub use status::*;

@@ -3,7 +3,9 @@
 //! Numbering: 0 is success; 1..=19 configuration errors and 20..=39 call errors (one per
 //! [`RopeError`] kind of the Rust crate); 40..=59 errors that only the C boundary can
 //! detect; 60..=79 errors of the sibling encodings (sinusoidal, learned, relative, ALiBi;
-//! one per [`RopeError`] kind). Values are never reused or renumbered.
+//! one per [`RopeError`] kind), then multimodal RoPE and QK-norm (67..=71) and the
+//! attention-layer call `rope_apply_layer` (72..=80, one per [`RopeError`] kind). Values are
+//! never reused or renumbered.
 
 use rope_kernels::RopeError;
 
@@ -125,9 +127,36 @@ pub const ROPE_NORM_WEIGHT_LENGTH: rope_status = 70;
 /// A QK-norm `eps` that is NaN, infinite or negative (`rope_apply_qk_norm_*`).
 pub const ROPE_INVALID_NORM_EPS: rope_status = 71;
 
+// ---- The attention-layer call (`rope_apply_layer`) ----
+
+/// Two head sets of the `qkv` buffer (q and k, or either and v) share an element, decided
+/// exactly on the elements the sets touch (interleaved sets of one buffer are fine).
+pub const ROPE_OVERLAPPING_HEAD_SETS: rope_status = 72;
+/// A destination's `dtype` the call cannot produce from `qkv_dtype`: `ROPE_DEST_IN_PLACE`
+/// with another type than `qkv_dtype` (in place means the input's own elements).
+pub const ROPE_UNSUPPORTED_TYPE_PAIR: rope_status = 73;
+/// A `ROPE_DTYPE_Q8_0` destination whose `head_dim` is not a multiple of 32: a head must be
+/// a whole number of `rope_block_q8_0` blocks.
+pub const ROPE_PARTIAL_QUANT_BLOCK: rope_status = 74;
+/// A ragged batch whose `indptr` is empty, does not start at 0, decreases or does not end at
+/// `tokens`, or whose `seq_start` does not have `indptr_len - 1` values.
+pub const ROPE_INVALID_INDPTR: rope_status = 75;
+/// `slot_mapping_len` differs from `tokens`.
+pub const ROPE_SLOT_MAPPING_LENGTH: rope_status = 76;
+/// A token's cache slot is outside the cache: at or past `num_blocks * block_size`, or a
+/// `slot_mapping` value below -1.
+pub const ROPE_SLOT_OUT_OF_RANGE: rope_status = 77;
+/// A `block_table` entry at or past `num_blocks`.
+pub const ROPE_BLOCK_OUT_OF_RANGE: rope_status = 78;
+/// A `block_table` with no entry for a token's position: `position / block_size >=
+/// blocks_per_seq`, or fewer than `sequences * blocks_per_seq` values.
+pub const ROPE_BLOCK_TABLE_TOO_SHORT: rope_status = 79;
+/// Two tokens of the call map to one cache slot (one row written twice).
+pub const ROPE_DUPLICATE_SLOT: rope_status = 80;
+
 /// Every status, in numeric order (tests check that each has a name and a message).
 #[cfg(test)]
-pub(crate) const ALL_STATUSES: [rope_status; 38] = [
+pub(crate) const ALL_STATUSES: [rope_status; 47] = [
     ROPE_OK,
     ROPE_ZERO_HEAD_DIM,
     ROPE_INVALID_ROTARY_DIM,
@@ -166,6 +195,15 @@ pub(crate) const ALL_STATUSES: [rope_status; 38] = [
     ROPE_INVALID_POSITION_LAYOUT,
     ROPE_NORM_WEIGHT_LENGTH,
     ROPE_INVALID_NORM_EPS,
+    ROPE_OVERLAPPING_HEAD_SETS,
+    ROPE_UNSUPPORTED_TYPE_PAIR,
+    ROPE_PARTIAL_QUANT_BLOCK,
+    ROPE_INVALID_INDPTR,
+    ROPE_SLOT_MAPPING_LENGTH,
+    ROPE_SLOT_OUT_OF_RANGE,
+    ROPE_BLOCK_OUT_OF_RANGE,
+    ROPE_BLOCK_TABLE_TOO_SHORT,
+    ROPE_DUPLICATE_SLOT,
 ];
 
 /// The status of a Rust error.
@@ -200,6 +238,15 @@ pub(crate) fn from_error(e: RopeError) -> rope_status {
         RopeError::InvalidPositionLayout { .. } => ROPE_INVALID_POSITION_LAYOUT,
         RopeError::NormWeightLength { .. } => ROPE_NORM_WEIGHT_LENGTH,
         RopeError::InvalidNormEps => ROPE_INVALID_NORM_EPS,
+        RopeError::OverlappingHeadSets { .. } => ROPE_OVERLAPPING_HEAD_SETS,
+        RopeError::UnsupportedTypePair { .. } => ROPE_UNSUPPORTED_TYPE_PAIR,
+        RopeError::PartialQuantBlock { .. } => ROPE_PARTIAL_QUANT_BLOCK,
+        RopeError::InvalidIndptr { .. } => ROPE_INVALID_INDPTR,
+        RopeError::SlotMappingLength { .. } => ROPE_SLOT_MAPPING_LENGTH,
+        RopeError::SlotOutOfRange { .. } => ROPE_SLOT_OUT_OF_RANGE,
+        RopeError::BlockOutOfRange { .. } => ROPE_BLOCK_OUT_OF_RANGE,
+        RopeError::BlockTableTooShort { .. } => ROPE_BLOCK_TABLE_TOO_SHORT,
+        RopeError::DuplicateSlot { .. } => ROPE_DUPLICATE_SLOT,
         // `RopeError` is `#[non_exhaustive]`: a kind added to the Rust crate before the C
         // ABI names it is reported generically.
         _ => ROPE_INVALID_ARGUMENT,
@@ -295,6 +342,31 @@ pub(crate) fn describe(status: rope_status) -> Option<(&'static str, &'static st
             ("ROPE_NORM_WEIGHT_LENGTH\0", "a QK-norm weight does not have head_dim entries\0")
         }
         ROPE_INVALID_NORM_EPS => ("ROPE_INVALID_NORM_EPS\0", "the QK-norm eps must be finite and >= 0\0"),
+        ROPE_OVERLAPPING_HEAD_SETS => {
+            ("ROPE_OVERLAPPING_HEAD_SETS\0", "two head sets of the qkv buffer share elements\0")
+        }
+        ROPE_UNSUPPORTED_TYPE_PAIR => (
+            "ROPE_UNSUPPORTED_TYPE_PAIR\0",
+            "the destination dtype cannot be produced from the input dtype (in place needs the same type)\0",
+        ),
+        ROPE_PARTIAL_QUANT_BLOCK => {
+            ("ROPE_PARTIAL_QUANT_BLOCK\0", "a q8_0 destination needs head_dim to be a multiple of 32\0")
+        }
+        ROPE_INVALID_INDPTR => (
+            "ROPE_INVALID_INDPTR\0",
+            "indptr must run non-decreasing from 0 to tokens, with one seq_start per sequence\0",
+        ),
+        ROPE_SLOT_MAPPING_LENGTH => {
+            ("ROPE_SLOT_MAPPING_LENGTH\0", "slot_mapping_len differs from the number of tokens\0")
+        }
+        ROPE_SLOT_OUT_OF_RANGE => ("ROPE_SLOT_OUT_OF_RANGE\0", "a token's cache slot is outside the cache\0"),
+        ROPE_BLOCK_OUT_OF_RANGE => {
+            ("ROPE_BLOCK_OUT_OF_RANGE\0", "a block_table entry is at or past num_blocks\0")
+        }
+        ROPE_BLOCK_TABLE_TOO_SHORT => {
+            ("ROPE_BLOCK_TABLE_TOO_SHORT\0", "the block table has no block for a token's position\0")
+        }
+        ROPE_DUPLICATE_SLOT => ("ROPE_DUPLICATE_SLOT\0", "two tokens of the call map to one cache slot\0"),
         _ => return None,
     })
 }

@@ -580,3 +580,128 @@ fn c_program_qknorm() {
     }
     assert!(ran >= 2, "neither library was tested");
 }
+
+/// Writes the file `test_layer.c` reads (its `load` lists the order): a fused f32 QKV buffer
+/// `[6][4 q | 2 k | 2 v][64]` (head_dim 64, theta 10000) through `Rope::apply_layer` twice:
+/// a ragged batch of 3 sequences (indptr [0, 3, 4, 6], starts [5, 17, 0]), q into an f32
+/// tensor, k and v into paged bf16 caches (NHD, 8 blocks of 4 slots, a block table of 6 per
+/// sequence); then the same tokens as one sequence at position ids [5, 6, 7, 17, 0, 1] with a
+/// cos/sin table of 18 rows, q in place, k and v into q8_0 caches (HND, 2 blocks of 8 slots)
+/// through a slot_mapping with a -1. Caches start as 0xA5 bytes, as in the C program.
+fn write_layer_expected(path: &Path) {
+    use rope_kernels::{Batch, BlockQ8_0, CacheLayout, CosSinTable, Dest, HeadSet, LayerApply, Qkv, Slots};
+    const T: usize = 6;
+    const HQ: usize = 4;
+    const HKV: usize = 2;
+    const HD: usize = 64;
+    const ROW: usize = (HQ + 2 * HKV) * HD;
+    const INDPTR: [u32; 4] = [0, 3, 4, 6];
+    const STARTS: [u32; 3] = [5, 17, 0];
+    const BLOCK_TABLE: [u32; 18] = [1, 6, 2, 2, 2, 2, 4, 4, 4, 4, 3, 4, 5, 7, 7, 7, 7, 7];
+    const IDS: [u32; T] = [5, 6, 7, 17, 0, 1];
+    const SLOTS: [i64; T] = [9, 3, -1, 15, 0, 8];
+    let rope = Rope::new(RopeConfig::new(HD, 10_000.0)).expect("config");
+    let sets = HeadSet::qkv_rows(HQ, HKV, HD);
+    let qkv_in = inputs(T * ROW, 31);
+
+    let mut qkv = qkv_in.clone();
+    let mut q_out = vec![0f32; T * HQ * HD];
+    let nhd = CacheLayout::nhd(8, 4, HKV, HD);
+    let canary = bf16::from_bits(0xA5A5);
+    let (mut kc, mut vc) = (vec![canary; 8 * 4 * HKV * HD], vec![canary; 8 * 4 * HKV * HD]);
+    let paged = || Slots::BlockTable { block_table: &BLOCK_TABLE, blocks_per_seq: 6 };
+    rope.apply_layer(
+        Qkv::new(&mut qkv, T, sets),
+        Dest::Tensor { data: &mut q_out, view: View::bshd(T, HQ, HD) },
+        Dest::Cache { data: &mut kc, layout: nhd, slots: paged() },
+        Dest::Cache { data: &mut vc, layout: nhd, slots: paged() },
+        &LayerApply::batch(Batch::Ragged { indptr: &INDPTR, start: &STARTS }),
+    )
+    .expect("Rust paged layer");
+    assert_eq!(qkv, qkv_in, "nothing in place");
+
+    let pairs = HD / 2;
+    let (mut cos, mut sin) = (vec![0f32; 18 * pairs], vec![0f32; 18 * pairs]);
+    rope.fill_table(0, &mut cos, &mut sin).expect("table");
+    let table = CosSinTable::new(&cos, &sin, pairs).expect("table shape");
+    let hnd = CacheLayout::hnd(2, 8, HKV, HD / 32);
+    let block = BlockQ8_0 { d: f16::from_bits(0xA5A5), qs: [0xA5u8 as i8; 32] };
+    let (mut k8, mut v8) = (vec![block; 2 * 8 * HKV * 2], vec![block; 2 * 8 * HKV * 2]);
+    rope.apply_layer(
+        Qkv::new(&mut qkv, T, sets),
+        Dest::<f32>::InPlace,
+        Dest::Cache { data: &mut k8, layout: hnd, slots: Slots::Mapping(&SLOTS) },
+        Dest::Cache { data: &mut v8, layout: hnd, slots: Slots::Mapping(&SLOTS) },
+        &LayerApply::batch(Batch::Single(Positions::Ids(&IDS))).with_table(table),
+    )
+    .expect("Rust q8_0 layer");
+
+    let mut out = Vec::new();
+    for v in [0x4C41_5952u32, T as u32, HQ as u32, HKV as u32, HD as u32] {
+        out.extend_from_slice(&v.to_ne_bytes());
+    }
+    put_bits(&mut out, &qkv_in);
+    put_bits(&mut out, &q_out);
+    put_bits(&mut out, &kc);
+    put_bits(&mut out, &vc);
+    put_bits(&mut out, &qkv);
+    for b in k8.iter().chain(&v8) {
+        out.extend_from_slice(&b.d.to_bits().to_ne_bytes());
+        b.qs.iter().for_each(|q| out.push(*q as u8));
+    }
+    fs::write(path, out).expect("write expected data");
+}
+
+/// Issue 17: one attention layer through `rope_apply_layer` (capi/tests/test_layer.c): a
+/// paged bf16 and a q8_0 KV cache, bit for bit against the Rust API, and every status of
+/// the call writing nothing; static and shared, plain and under AddressSanitizer + UBSan.
+#[test]
+fn c_program_layer() {
+    let Some(cc) = c_compiler() else { return };
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/test_layer.c");
+    let (static_lib, shared_lib) =
+        build_libraries("rope-kernels-capi-testing", "rope_kernels_testing", &test_profile());
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi_layer");
+    fs::create_dir_all(&work).unwrap();
+    let expected = work.join("expected_layer.bin");
+    write_layer_expected(&expected);
+    let mut ran = 0;
+    for sanitize in [false, true] {
+        if sanitize && flag("ROPE_CAPI_NO_SANITIZERS") {
+            println!("skipping the sanitized builds: ROPE_CAPI_NO_SANITIZERS=1");
+            continue;
+        }
+        for shared in [false, true] {
+            let name = format!(
+                "test_layer_{}{}",
+                if shared { "shared" } else { "static" },
+                if sanitize { "_asan" } else { "" }
+            );
+            let exe = work.join(&name);
+            let mut c = compile(&cc, &source, &exe, (&static_lib, &shared_lib), shared);
+            c.arg("-lm");
+            if sanitize {
+                c.args(SANITIZE);
+            }
+            let built = run(&mut c, "C compiler");
+            if !built.status.success() {
+                if sanitize && !flag("ROPE_CAPI_REQUIRE_SANITIZERS") {
+                    println!("skipping {name}: the compiler cannot build with sanitizers");
+                    continue;
+                }
+                panic!("{name}: compiling test_layer.c failed");
+            }
+            let mut r = program(&exe);
+            r.arg(&expected)
+                .env("ASAN_OPTIONS", "halt_on_error=1:abort_on_error=1:detect_leaks=1")
+                .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+                .env("RUST_BACKTRACE", "0");
+            let out = run(&mut r, &name);
+            assert!(out.status.success(), "{name} failed: {}", out.status);
+            assert!(String::from_utf8_lossy(&out.stdout).contains("test_layer: all checks passed"));
+            println!("{name}: passed");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 2, "neither library was tested");
+}
