@@ -333,12 +333,16 @@ unsafe fn raw_dest<'a>(d: &rope_dest, dtype: rope_dtype, reads: &mut [(usize, us
     })
 }
 
-/// The batch, cos/sin source and direction of the call, and the byte ranges they read
-/// (`position_ids`, `indptr`, `seq_start`, `cos`, `sin`).
+/// The batch, direction and cos/sin source of the call (a table's rows, checked later:
+/// its shape is the Rust crate's error, which comes after every boundary check), and the
+/// byte ranges they read (`position_ids`, `indptr`, `seq_start`, `cos`, `sin`).
 ///
 /// # Safety
 /// The used arrays of `a` are readable for their counts and not written during `'a`.
-unsafe fn options<'a>(a: &rope_layer_args, pairs: usize) -> R<(LayerApply<'a>, [(usize, usize); 5])> {
+#[allow(clippy::type_complexity)]
+unsafe fn options<'a>(
+    a: &rope_layer_args,
+) -> R<(LayerApply<'a>, Option<[&'a [f32]; 2]>, [(usize, usize); 5])> {
     let mut reads = [(0, 0); 5];
     let direction = match a.direction {
         ROPE_FORWARD => Direction::Forward,
@@ -379,18 +383,17 @@ unsafe fn options<'a>(a: &rope_layer_args, pairs: usize) -> R<(LayerApply<'a>, [
         }
         _ => return Err(ROPE_UNKNOWN_ENUM),
     };
-    let cos_sin = match a.cos_sin {
-        ROPE_COS_SIN_ON_THE_FLY => CosSin::OnTheFly,
+    let table = match a.cos_sin {
+        ROPE_COS_SIN_ON_THE_FLY => None,
         ROPE_COS_SIN_TABLE => {
             let (cos, sin) = (Buf::new(a.cos, a.table_len)?, Buf::new(a.sin, a.table_len)?);
             (reads[3], reads[4]) = (cos.bytes(), sin.bytes());
             // SAFETY: checked by `Buf::new`; readable, unchanged (the contract).
-            let (cos, sin) = unsafe { (cos.slice(), sin.slice()) };
-            CosSin::Table(rust(CosSinTable::new(cos, sin, pairs))?)
+            Some(unsafe { [cos.slice(), sin.slice()] })
         }
         _ => return Err(ROPE_UNKNOWN_ENUM),
     };
-    Ok((LayerApply { batch, cos_sin, direction }, reads))
+    Ok((LayerApply { batch, cos_sin: CosSin::OnTheFly, direction }, table, reads))
 }
 
 /// The byte range of a slice, for [`disjoint`].
@@ -433,7 +436,7 @@ unsafe fn check<'a>(
     };
     let dtypes = [input, out_dtype(&a.q, input)?, out_dtype(&a.k, input)?, out_dtype(&a.v, input)?];
     // SAFETY: the caller's contract (used arrays readable, unchanged).
-    let (opts, [ids, indptr, start, cos, sin]) = unsafe { options(a, pairs) }?;
+    let (mut opts, table, [ids, indptr, start, cos, sin]) = unsafe { options(a) }?;
     let qkv = raw_buf(input, a.qkv, a.qkv_len)?;
     let mut slot_reads = [[(0, 0); 2]; 3];
     let [sq, sk, sv] = &mut slot_reads;
@@ -445,6 +448,10 @@ unsafe fn check<'a>(
     // `qkv` is borrowed mutably (rotated in place where asked): it is written for this check.
     let written = [qkv.bytes, dests[0].bytes(), dests[1].bytes(), dests[2].bytes()];
     disjoint(&written, &[ids, indptr, start, cos, sin, m0, t0, m1, t1, m2, t2, handle])?;
+    // The first of the Rust crate's checks: every boundary check comes before.
+    if let Some([cos, sin]) = table {
+        opts.cos_sin = CosSin::Table(rust(CosSinTable::new(cos, sin, pairs))?);
+    }
     let sets = [head_set(&a.q_set), head_set(&a.k_set), head_set(&a.v_set)];
     Ok((Call { qkv, tokens: a.tokens, sets, dests, opts }, dtypes))
 }

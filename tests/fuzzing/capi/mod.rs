@@ -10,7 +10,9 @@
 //! injected), and up to [`MAX_OPS`] calls: `rope_frequencies`, `rope_fill_table`,
 //! `rope_apply_*` and `rope_apply_into_*` for f32, f16 and bf16 (q alone or q and k, views
 //! from BSHD to strides that overflow, positions ids or a start, cos/sin on the fly or from
-//! a table), the tier functions, and the sibling encodings ([`encodings`]).
+//! a table), the tier functions, the sibling encodings ([`encodings`]), and the
+//! attention-layer call `rope_apply_layer` ([`layer`]: head sets of one fused buffer, a
+//! dtype per output, q8_0 rows, cache slots, ragged batches).
 //!
 //! Memory: every pointer the harness passes is NULL (only where the input asks), or points
 //! into a real allocation ([`Region`]) with canary bytes on both sides; "misaligned" is a
@@ -51,6 +53,7 @@ use super::input::{Input, Seed};
 pub mod config;
 pub mod encodings;
 pub mod fields;
+pub mod layer;
 pub mod memory;
 pub mod rope;
 pub mod seeds;
@@ -59,6 +62,7 @@ pub mod status;
 use config::{Config, ConfigRaw, Handle, HandleRaw};
 use encodings::{AlibiRaw, LearnedRaw, RelativeRaw, SinusoidalRaw};
 use fields::Field;
+use layer::LayerRaw;
 use rope::{ApplyRaw, FillRaw, FreqRaw, TierRaw};
 use status::Ctx;
 
@@ -68,8 +72,8 @@ pub const MAX_OPS: usize = 6;
 /// Largest element count of a harness buffer (larger views get a small buffer instead).
 pub const MAX_BUF: usize = 1 << 16;
 
-/// One call of a case: a tag byte (`% 10`: 1 to 7 in the order below, else `Apply`, the
-/// richest), then its fields.
+/// One call of a case: a tag byte (`% 10`: 1 to 8 in the order below, else `Apply`), then
+/// its fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     Apply(ApplyRaw),
@@ -80,6 +84,7 @@ pub enum Op {
     Learned(LearnedRaw),
     Relative(RelativeRaw),
     Alibi(AlibiRaw),
+    Layer(LayerRaw),
 }
 
 impl Field for Op {
@@ -92,6 +97,7 @@ impl Field for Op {
             5 => Op::Learned(Field::read(r)),
             6 => Op::Relative(Field::read(r)),
             7 => Op::Alibi(Field::read(r)),
+            8 => Op::Layer(Field::read(r)),
             _ => Op::Apply(Field::read(r)),
         }
     }
@@ -106,6 +112,7 @@ impl Field for Op {
             Op::Learned(x) => x.write(s.u8(5)),
             Op::Relative(x) => x.write(s.u8(6)),
             Op::Alibi(x) => x.write(s.u8(7)),
+            Op::Layer(x) => x.write(s.u8(8)),
         }
     }
 }
@@ -168,6 +175,7 @@ pub fn check(bytes: &[u8]) -> Vec<(&'static str, rope_status)> {
             Op::Learned(x) => encodings::learned(&mut ctx, x),
             Op::Relative(x) => encodings::relative(&mut ctx, x),
             Op::Alibi(x) => encodings::alibi(&mut ctx, x),
+            Op::Layer(x) => layer::layer(&mut ctx, &cfg, &handle, x),
         }
         handle.check_pairs(&mut ctx);
     }

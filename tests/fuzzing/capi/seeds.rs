@@ -6,7 +6,9 @@
 //!   bf16 call with HF angles, on caller storage or on the heap;
 //! - a seed per error path, so that every status of the header except `ROPE_PANIC` is
 //!   returned by some seed (`workspace-tests/tests/fuzz_logic.rs` checks);
-//! - the tier functions; every sibling encoding, valid and failing.
+//! - the tier functions; every sibling encoding, valid and failing;
+//! - `rope_apply_layer`: a ragged batch into an f32 tensor, a bf16 and a q8_0 cache, a paged
+//!   cache, and one seed per status of the call (72..80).
 
 use rope_kernels::hf_config::ModelConfig;
 use rope_kernels::{AngleMode, Layout, Scaling};
@@ -16,6 +18,7 @@ use super::super::config_json::CONFIGS;
 use super::config::{ArrayRaw, ConfigRaw, HandleRaw};
 use super::encodings::{AlibiRaw, GridRaw, LearnedRaw, PosRaw, RelativeRaw, SinusoidalRaw, U32Raw};
 use super::fields::{EnumRaw, F64Raw, StartRaw, U64Raw};
+use super::layer::{DestRaw, LayerRaw};
 use super::rope::{ApplyRaw, FillRaw, FreqRaw, OptsRaw, TensorRaw, TierRaw};
 use super::{CapiCase, Op};
 
@@ -476,5 +479,129 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
             ],
         ),
     );
+    layer_seeds(&mut push);
     v
+}
+
+/// A cache destination of `dtype` (32 slots: 4 blocks of 8) addressed by `slot_mapping`
+/// (increasing from a random slot).
+fn cache(dtype: u32) -> DestRaw {
+    DestRaw {
+        kind: EnumRaw::valid(c::ROPE_DEST_CACHE),
+        dtype: EnumRaw::valid(dtype),
+        blocks: 31,
+        slots: EnumRaw::valid(c::ROPE_SLOTS_MAPPING),
+        ..DestRaw::default()
+    }
+}
+
+/// 6 tokens of 4 q and 2 kv heads (`[q | k | v]` rows) in 2 sequences; q into an f32 tensor,
+/// k into a bf16 cache, v into a q8_0 cache.
+fn layer() -> LayerRaw {
+    LayerRaw {
+        tokens: 6,
+        heads: 0x22,
+        q: DestRaw { kind: EnumRaw::valid(c::ROPE_DEST_TENSOR), ..DestRaw::default() },
+        k: cache(c::ROPE_DTYPE_BF16),
+        v: cache(c::ROPE_DTYPE_Q8_0),
+        batch: EnumRaw::valid(c::ROPE_BATCH_RAGGED),
+        seqs: 1,
+        seed: 17,
+        ..LayerRaw::default()
+    }
+}
+
+fn layer_seeds(push: &mut impl FnMut(&str, Vec<u8>)) {
+    let base = config(64, 64, 10_000.0);
+    let with = |f: &dyn Fn(&mut LayerRaw)| {
+        let mut l = layer();
+        f(&mut l);
+        Op::Layer(l)
+    };
+    push(
+        "layer",
+        case(
+            base,
+            heap(),
+            vec![
+                with(&|_| {}),
+                // bf16 input, q in place, k and v into a paged NHD cache of 4 blocks of 2 slots
+                // by a block table, one sequence from position 0, a cos/sin table, inverse.
+                with(&|l| {
+                    l.qkv_dtype = 2;
+                    l.q = DestRaw {
+                        kind: EnumRaw::valid(c::ROPE_DEST_IN_PLACE),
+                        dtype: EnumRaw::valid(2),
+                        ..l.q
+                    };
+                    for d in [&mut l.k, &mut l.v] {
+                        (d.slots, d.blocks, d.sel) = (EnumRaw::valid(c::ROPE_SLOTS_BLOCK_TABLE), 7, 1);
+                    }
+                    l.v.dtype = EnumRaw::valid(c::ROPE_DTYPE_F16);
+                    (l.batch, l.start, l.seed) = (EnumRaw::valid(0), StartRaw::exact(0), 5);
+                    (l.cos_sin, l.direction) = (EnumRaw::valid(1), EnumRaw::valid(1));
+                }),
+                // GPT-NeoX sets, one sequence, k by position into a contiguous f16 cache.
+                with(&|l| {
+                    l.sets = 1;
+                    l.k = DestRaw { dtype: EnumRaw::valid(1), shape: 2, slots: EnumRaw::valid(2), ..l.k };
+                    (l.v, l.batch) = (DestRaw::default(), EnumRaw::valid(0));
+                }),
+                // Position ids, padded rows; k into an f16 and v into a bf16 tensor (BHSD).
+                with(&|l| {
+                    l.sets = 2;
+                    let t = |dtype| DestRaw {
+                        kind: EnumRaw::valid(2),
+                        dtype: EnumRaw::valid(dtype),
+                        shape: 3,
+                        ..l.q
+                    };
+                    (l.k, l.v) = (t(1), t(2));
+                    (l.batch, l.position_mode) = (EnumRaw::valid(0), EnumRaw::valid(1));
+                }),
+            ],
+        ),
+    );
+    push(
+        "layer_errors",
+        case(
+            base,
+            storage(),
+            vec![
+                with(&|l| l.sets = 4),
+                with(&|l| {
+                    l.q = DestRaw {
+                        kind: EnumRaw::valid(c::ROPE_DEST_IN_PLACE),
+                        dtype: EnumRaw::valid(2),
+                        ..l.q
+                    }
+                }),
+                with(&|l| l.indptr_sel = 0xF0),
+                with(&|l| l.k.arr_len = 0xE8),
+                with(&|l| l.k.sel = 4),
+                with(&|l| l.v.sel = 3),
+            ],
+        ),
+    );
+    push(
+        "layer_block_errors",
+        case(
+            base,
+            storage(),
+            vec![
+                with(&|l| {
+                    (l.k.slots, l.k.blocks, l.k.sel) = (EnumRaw::valid(c::ROPE_SLOTS_BLOCK_TABLE), 0x1F, 3);
+                    (l.batch, l.start, l.v) = (EnumRaw::valid(0), StartRaw::exact(0), DestRaw::default());
+                }),
+                with(&|l| {
+                    (l.k.slots, l.k.bps) = (EnumRaw::valid(c::ROPE_SLOTS_BLOCK_TABLE), 0xF0);
+                    l.v = DestRaw::default();
+                }),
+                with(&|l| l.qkv_dtype = 0xE0),
+                with(&|l| l.k.dtype = EnumRaw::any(9)),
+                with(&|l| (l.alias, l.v.len) = (4, 0)),
+            ],
+        ),
+    );
+    push("layer_q8_0_head_dim_48", case(config(48, 48, 10_000.0), storage(), vec![with(&|_| {})]));
 }

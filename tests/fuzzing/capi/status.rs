@@ -11,7 +11,7 @@ use rope_kernels_capi::{self as c, rope_status};
 use super::CapiCase;
 
 /// Every status of the header, in numeric order.
-pub const ALL_STATUSES: [rope_status; 33] = [
+pub const ALL_STATUSES: [rope_status; 42] = [
     c::ROPE_OK,
     c::ROPE_ZERO_HEAD_DIM,
     c::ROPE_INVALID_ROTARY_DIM,
@@ -45,6 +45,15 @@ pub const ALL_STATUSES: [rope_status; 33] = [
     c::ROPE_RAGGED_TABLE,
     c::ROPE_BEYOND_TRAINED_LENGTH,
     c::ROPE_RELATIVE_INDEX_OVERFLOW,
+    c::ROPE_OVERLAPPING_HEAD_SETS,
+    c::ROPE_UNSUPPORTED_TYPE_PAIR,
+    c::ROPE_PARTIAL_QUANT_BLOCK,
+    c::ROPE_INVALID_INDPTR,
+    c::ROPE_SLOT_MAPPING_LENGTH,
+    c::ROPE_SLOT_OUT_OF_RANGE,
+    c::ROPE_BLOCK_OUT_OF_RANGE,
+    c::ROPE_BLOCK_TABLE_TOO_SHORT,
+    c::ROPE_DUPLICATE_SLOT,
 ];
 
 /// The status the header documents for a Rust error (one per `RopeError` kind).
@@ -73,6 +82,15 @@ pub fn status_of(e: RopeError) -> rope_status {
         RopeError::RaggedTable { .. } => c::ROPE_RAGGED_TABLE,
         RopeError::BeyondTrainedLength { .. } => c::ROPE_BEYOND_TRAINED_LENGTH,
         RopeError::RelativeIndexOverflow { .. } => c::ROPE_RELATIVE_INDEX_OVERFLOW,
+        RopeError::OverlappingHeadSets { .. } => c::ROPE_OVERLAPPING_HEAD_SETS,
+        RopeError::UnsupportedTypePair { .. } => c::ROPE_UNSUPPORTED_TYPE_PAIR,
+        RopeError::PartialQuantBlock { .. } => c::ROPE_PARTIAL_QUANT_BLOCK,
+        RopeError::InvalidIndptr { .. } => c::ROPE_INVALID_INDPTR,
+        RopeError::SlotMappingLength { .. } => c::ROPE_SLOT_MAPPING_LENGTH,
+        RopeError::SlotOutOfRange { .. } => c::ROPE_SLOT_OUT_OF_RANGE,
+        RopeError::BlockOutOfRange { .. } => c::ROPE_BLOCK_OUT_OF_RANGE,
+        RopeError::BlockTableTooShort { .. } => c::ROPE_BLOCK_TABLE_TOO_SHORT,
+        RopeError::DuplicateSlot { .. } => c::ROPE_DUPLICATE_SLOT,
         _ => c::ROPE_INVALID_ARGUMENT,
     }
 }
