@@ -237,6 +237,12 @@ impl Rope {
     /// # Errors
     /// Those of [`Frequencies::new`].
     pub fn frequencies_at(&self, seq_len: u64) -> Result<Frequencies, RopeError> {
+        // LongRoPE: the stored set every call past the original length uses (that of the
+        // longest call, 2^32 positions), also for a `seq_len` no call reaches.
+        if let (Scaling::LongRope(p), Some(long)) = (&self.config.scaling, &self.long) {
+            let past = seq_len > p.original_max_position_embeddings;
+            return Ok(if past { long.clone() } else { self.freqs.clone() });
+        }
         if self.config.scaling.depends_on_seq_len() {
             self.freqs.at_seq_len(&self.config, seq_len)
         } else {
