@@ -19,6 +19,7 @@
 //! `half`'s `HalfFloatSliceExt::convert_from_f32_slice` per token row (`today_half`), or this
 //! crate's own convert kernel with no rotation in one strided pass
 //! (`rope_kernels::__bench::convert_rows`, `today_kernel`; the q8_0 row only has this one).
+//! `k_bf16` also times the two passes of `today_kernel` alone (`rope_only`, `convert_only`).
 //! `decode8` also has `no_cache`: the 8 plain decode calls alone, writing no cache (the fused
 //! call should be within 1.15× of it).
 //!
@@ -109,6 +110,9 @@ impl Pass<'_> {
 /// The rows of a group.
 #[derive(Clone, Copy)]
 enum Row {
+    /// Diagnostics: the two passes of `today_kernel` alone.
+    RopeOnly,
+    ConvertOnly,
     NoCache,
     TodayHalf,
     TodayKernel,
@@ -118,6 +122,8 @@ enum Row {
 impl Row {
     fn name(self) -> &'static str {
         match self {
+            Row::RopeOnly => "rope_only",
+            Row::ConvertOnly => "convert_only",
             Row::NoCache => "no_cache",
             Row::TodayHalf => "today_half",
             Row::TodayKernel => "today_kernel",
@@ -189,8 +195,16 @@ fn prefill(c: &mut Criterion, tier: Tier) {
         &format!("k_bf16/{t}"),
         "14 / 6 = 2.33",
         n,
-        &[Row::TodayHalf, Row::TodayKernel, Row::Fused],
+        &[Row::RopeOnly, Row::ConvertOnly, Row::TodayHalf, Row::TodayKernel, Row::Fused],
         |label| match label {
+            Row::RopeOnly => {
+                rope_k(&mut a);
+                black_box(&a);
+            }
+            Row::ConvertOnly => {
+                kpass.kernel(&a, &mut kc);
+                black_box(&kc);
+            }
             Row::TodayHalf => {
                 rope_k(&mut a);
                 kpass.half(&a, &mut kc);
@@ -351,7 +365,7 @@ fn decode(c: &mut Criterion, tier: Tier) {
                 vpass.kernel(&a, &mut vc);
                 black_box((&a, &kc, &vc));
             }
-            Row::Fused => {
+            _ => {
                 let qkv = Qkv::new(&mut b, SEQS, [qs, ks, vs]);
                 let k = Dest::Cache { data: &mut kc2[..], layout, slots: block_table };
                 let v = Dest::Cache { data: &mut vc2[..], layout, slots: block_table };
