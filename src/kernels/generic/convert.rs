@@ -544,19 +544,19 @@ unsafe fn pair_blocks<S: Simd, I: SimdElement, const INVERSE: bool>(
     r: &Rows<'_>,
     i: usize,
 ) -> [[S::V; MAX_BLOCK_VECTORS]; 2] {
-    let mut y = [[s.splat(0.0); MAX_BLOCK_VECTORS]; 2];
-    for j in 0..QK8_0 / S::LANES {
+    let (mut y0, mut y1) = ([s.splat(0.0); MAX_BLOCK_VECTORS], [s.splat(0.0); MAX_BLOCK_VECTORS]);
+    for (j, (y0, y1)) in y0.iter_mut().zip(&mut y1).take(QK8_0 / S::LANES).enumerate() {
         let i = i + j * S::LANES;
         // SAFETY: i + LANES <= pairs: both halves' chunks lie in the head, the rows' in the rows.
         unsafe {
             let c = s.load(r.cos.as_ptr().add(i));
             let sn = signed::<S, INVERSE>(s, s.load(r.sin.as_ptr().add(i)));
             let (x0, x1) = (I::load(s, src.add(i)), I::load(s, src.add(r.pairs + i)));
-            y[0][j] = s.sub(s.mul(x0, c), s.mul(x1, sn));
-            y[1][j] = s.add(s.mul(x1, c), s.mul(x0, sn));
+            *y0 = s.sub(s.mul(x0, c), s.mul(x1, sn));
+            *y1 = s.add(s.mul(x1, c), s.mul(x0, sn));
         }
     }
-    y
+    [y0, y1]
 }
 
 /// Quantizes the block held in the first `32 / S::LANES` vectors of `v` into `out` (see
