@@ -579,6 +579,20 @@ fn slot_of(slots: &Slots<'_>, block_size: usize, t: usize, seq: usize, pos: u32)
     }
 }
 
+/// Whether two slot sources are the same arrays (by address and length: comparing a long
+/// block table's contents would cost more than checking it).
+fn same_slots(a: &Slots<'_>, b: &Slots<'_>) -> bool {
+    match (*a, *b) {
+        (Slots::Mapping(x), Slots::Mapping(y)) => core::ptr::eq(x, y),
+        (
+            Slots::BlockTable { block_table: x, blocks_per_seq: n },
+            Slots::BlockTable { block_table: y, blocks_per_seq: m },
+        ) => core::ptr::eq(x, y) && n == m,
+        (Slots::Positions, Slots::Positions) => true,
+        _ => false,
+    }
+}
+
 /// Checks the slots of a cache destination whose layout was validated: `slot_mapping`'s
 /// length, then for each token in order its block-table entry (`BlockTableTooShort`), the
 /// block (`BlockOutOfRange`) and the slot (`SlotOutOfRange`); then that no two written tokens
@@ -915,7 +929,7 @@ impl RopeRef<'_> {
         for part in parts {
             if let Target::Cache { layout, ref slots, .. } = part.to {
                 let key = (slots, layout.num_blocks, layout.block_size);
-                if checked.is_some_and(|c| c == key) {
+                if checked.is_some_and(|c| same_slots(c.0, slots) && (c.1, c.2) == (key.1, key.2)) {
                     continue;
                 }
                 check_slots(slots, &layout, &opts.batch, tokens, out(part))?;
@@ -1042,8 +1056,8 @@ impl Rope {
     /// 5. per cache destination, in q, k, v order: [`RopeError::SlotMappingLength`], then for
     ///    each token in order [`RopeError::BlockTableTooShort`],
     ///    [`RopeError::BlockOutOfRange`], [`RopeError::SlotOutOfRange`]; then
-    ///    [`RopeError::DuplicateSlot`] (a destination with the same slots, `num_blocks` and
-    ///    `block_size` as an earlier one is not checked again);
+    ///    [`RopeError::DuplicateSlot`] (a destination with the same slot array (same address
+    ///    and length), `num_blocks` and `block_size` as the one before it is not checked again);
     /// 6. the cos/sin table: [`RopeError::TableShape`], [`RopeError::PositionOutOfRange`]
     ///    (the largest position of the batch).
     ///
