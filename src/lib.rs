@@ -30,6 +30,7 @@
 //! | rotate q and k of one step in one call (GQA: different head counts) | [`Rope::apply_qk`] |
 //! | read one buffer, write the rotated heads to another (ggml / ONNX Runtime form) | [`Rope::apply_into`], [`Rope::apply_qk_into`] |
 //! | per-head QK norm (Qwen3, Gemma 3 before RoPE; Llama 4 after) and RoPE in one pass | [`Rope::apply_qk_norm`], [`Rope::apply_qk_norm_into`] with a [`QkNorm`]; the norm alone: [`Rope::norm_qk`] |
+//! | one attention layer: q, k (and v) as head sets of the fused QKV buffer, rotated in place or into other types (f32, f16, bf16, ggml `q8_0`), k/v appended to KV-cache rows (`slot_mapping`, paged `block_table`), ragged batches | [`Rope::apply_layer`] with [`Qkv`], [`HeadSet`], [`Dest`], [`CacheLayout`], [`Slots`], [`LayerApply`], [`Batch`]; q and k in place only: [`Rope::apply_head_sets`] |
 //! | validate once, then run in token chunks, e.g. on your own thread pool | [`Rope::prepare`], [`Rope::prepare_qk`], [`Rope::prepare_into`], [`Rope::prepare_qk_into`] → [`PreparedCall`] → [`TokenChunk`] (`Send`) |
 //! | split a call over rayon's pool | `Rope::par_apply*` (feature `rayon`) |
 //! | build in caller memory sized to the model, no large value on the stack (microcontrollers) | [`RopeParams`] → [`RopeState::init`] into slices of [`RopeState::table_lens`] elements → [`RopeState::rope`] → [`RopeRef`] (the `apply*` methods of [`Rope`]) |

@@ -154,7 +154,7 @@ fn slot(op: Operand) -> usize {
         Operand::K => 1,
         Operand::QOut => 2,
         Operand::KOut => 3,
-        Operand::CosSin => unreachable!(),
+        Operand::CosSin | Operand::V | Operand::VOut => unreachable!(),
     }
 }
 

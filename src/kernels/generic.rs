@@ -148,26 +148,28 @@ pub(crate) trait Simd: Copy {
     /// (if any) have their low 16 bits clear: such a NaN rounds to itself (a larger
     /// payload could carry into the sign and round to zero).
     fn round_bf16_f32_quiet(self, v: Self::V) -> Self::V;
-    /// Lane-wise maximum of two vectors of non-negative, non-NaN lanes (`|x|` values: the
-    /// `q8_0` block maximum; any lane order and either IEEE max give the same bits there).
+    /// Lane-wise maximum of two vectors of `|x|` values (sign bits clear), compared as
+    /// integers: for such bit patterns the integer order is the float order, with `+inf`
+    /// above every finite value and every NaN above `+inf` (the `q8_0` block maximum, which
+    /// so also tells whether a block holds a non-finite value).
     fn max_abs(self, a: Self::V, b: Self::V) -> Self::V;
-    /// The largest lane of a vector of non-negative, non-NaN lanes (as [`Simd::max_abs`]).
-    /// The default goes through a stack buffer.
+    /// The largest lane of a vector of `|x|` values, in the order of [`Simd::max_abs`]. The
+    /// default goes through a stack buffer.
     #[inline(always)]
     fn reduce_max_abs(self, v: Self::V) -> f32 {
         let mut b = [0.0f32; MAX_LANES];
         // SAFETY: the local buffer holds a full vector.
         unsafe { self.store(b.as_mut_ptr(), v) };
-        b[..Self::LANES].iter().fold(0.0, |m, &x| if x > m { x } else { m })
+        f32::from_bits(b[..Self::LANES].iter().fold(0, |m, x| m.max(x.to_bits())))
     }
-    /// Lane-wise truncation toward zero of lanes with `|x| < 2^31` (exact: an integer
-    /// conversion and back, or a rounding instruction).
-    fn trunc_small(self, v: Self::V) -> Self::V;
-    /// Stores `LANES` lanes that hold integers in `-127..=127` (exact f32) as `i8`.
+    /// Rounds `LANES` lanes half away from zero (C's `roundf`) and stores them as `i8`;
+    /// every lane is finite with `|q| < 127.5`. Every tier computes it exactly so:
+    /// `i = trunc(q)` (an integer), `f = q - i` (exact), `r = i + trunc(f + f)` (`f + f`
+    /// exact, its truncation -1, 0 or 1: `|f| >= 0.5`), packed to bytes.
     ///
     /// # Safety
     /// `p .. p + LANES` is valid for writes.
-    unsafe fn store_i8(self, p: *mut i8, v: Self::V);
+    unsafe fn store_round_i8(self, p: *mut i8, q: Self::V);
     /// One f32 rounded to f16 as [`Simd::store_f16`] rounds it (`x` is not NaN); the
     /// default stores a splat through a stack buffer.
     #[inline(always)]

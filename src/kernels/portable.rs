@@ -137,17 +137,19 @@ impl Simd for Portable {
     }
     #[inline(always)]
     fn max_abs(self, a: f32x4, b: f32x4) -> f32x4 {
-        a.max(b)
+        // Integer maxima of the bits (see the trait).
+        f32x4::from_bits(a.to_bits().max(b.to_bits()))
     }
     #[inline(always)]
-    fn trunc_small(self, v: f32x4) -> f32x4 {
-        // Exact for |x| < 2^31: `as i32` truncates toward zero.
-        f32x4::new(v.to_array().map(|x| x as i32 as f32))
-    }
-    #[inline(always)]
-    unsafe fn store_i8(self, p: *mut i8, v: f32x4) {
-        // SAFETY: the caller guarantees 4 writable i8; the lanes are integers in -127..=127.
-        unsafe { p.cast::<[i8; 4]>().write_unaligned(v.to_array().map(|x| x as i8)) }
+    unsafe fn store_round_i8(self, p: *mut i8, q: f32x4) {
+        // |q| < 127.5: `as i32` truncates toward zero exactly (see the trait).
+        let r = q.to_array().map(|q| {
+            let i = q as i32;
+            let f = q - i as f32;
+            (i + (f + f) as i32) as i8
+        });
+        // SAFETY: the caller guarantees 4 writable i8.
+        unsafe { p.cast::<[i8; 4]>().write_unaligned(r) }
     }
     #[inline(always)]
     fn f16_of(self, x: f32) -> f16 {

@@ -340,13 +340,20 @@ impl<'a> LayerApply<'a> {
 
 /// Whether two head sets of one buffer, each validated for `tokens` tokens of `head_dim`
 /// elements ([`HeadSet::validate`]), share an element. Exact, on the elements the sets
-/// touch:
-/// - sets whose bounding ranges are apart do not overlap;
-/// - with one token, or the same token stride `S` (the rows of one fused buffer), row `(t1,
-///   h1)` of `a` meets row `(t2, h2)` of `b` iff `|a.offset + h1 * a.head_stride - b.offset -
-///   h2 * b.head_stride + k * S| < head_dim` for `k = t1 - t2`: for each pair of heads, one
-///   arithmetic progression over `k` in `-(tokens - 1)..=tokens - 1` (`O(a.heads *
-///   b.heads)` divisions at most);
+/// touch. First three `O(1)` tests that prove the sets apart (the usual layouts end here):
+/// - their bounding ranges are apart (e.g. q and k as two tensors of one allocation);
+/// - every row start of `a` is `a.offset` modulo `g`, of `b` `b.offset` modulo `g`, `g` the
+///   gcd of the strides in use: if those residues are at least `head_dim` apart (on the
+///   circle of `g`), no two rows meet (GPT-NeoX's `[heads][q, k, v]` interleaving);
+/// - with one token stride `S` for both, each set lies within one interval per token
+///   (`offset + t * S`, its per-token span long): if the two intervals are apart modulo `S`,
+///   so are the sets (`[q heads | k heads | v heads]` rows);
+///
+/// then, when none applies, the exact search:
+/// - with one token, or the same token stride `S`, row `(t1, h1)` of `a` meets row `(t2,
+///   h2)` of `b` iff `|a.offset + h1 * a.head_stride - b.offset - h2 * b.head_stride + k *
+///   S| < head_dim` for `k = t2 - t1`: for each head of the set with fewer heads, one
+///   arithmetic progression per head of the other set (or per `k`, whichever are fewer);
 /// - otherwise each row of the set with fewer rows is compared with the last row of the
 ///   other set that starts at or before its end, found in `O(1)` because that set's rows nest
 ///   (`O(tokens * heads)` of the smaller set).
@@ -360,6 +367,19 @@ pub(crate) fn sets_overlap(a: &HeadSet, b: &HeadSet, tokens: usize, head_dim: us
     let (a_end, b_end) = (a.offset + span(a), b.offset + span(b));
     if a_end <= b.offset || b_end <= a.offset {
         return false;
+    }
+    if apart_by_residue(a, b, tokens, head_dim) {
+        return false;
+    }
+    let per_token = |s: &HeadSet| (s.heads - 1) * s.head_stride + head_dim;
+    if tokens > 1 && a.token_stride == b.token_stride {
+        let st = a.token_stride;
+        let (ra, rb) = (a.offset % st, b.offset % st);
+        // Circular distances from a's interval start to b's, and back.
+        let (ab, ba) = ((rb + st - ra) % st, (ra + st - rb) % st);
+        if ab >= per_token(a) && ba >= per_token(b) {
+            return false;
+        }
     }
     let d = head_dim as i64;
     if tokens == 1 || a.token_stride == b.token_stride {
@@ -397,6 +417,32 @@ pub(crate) fn sets_overlap(a: &HeadSet, b: &HeadSet, tokens: usize, head_dim: us
         }
     }
     false
+}
+
+/// Whether the row starts of `a` and `b` fall in residue classes modulo the gcd `g` of the
+/// strides in use that are at least `head_dim` apart (then no two rows can meet).
+fn apart_by_residue(a: &HeadSet, b: &HeadSet, tokens: usize, head_dim: usize) -> bool {
+    let gcd = |mut x: usize, mut y: usize| {
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        x
+    };
+    let mut g = 0;
+    for s in [a, b] {
+        if s.heads > 1 {
+            g = gcd(g, s.head_stride);
+        }
+        if tokens > 1 {
+            g = gcd(g, s.token_stride);
+        }
+    }
+    if g == 0 {
+        // One row each: their bounding ranges (checked by the caller) are the rows.
+        return false;
+    }
+    let r = (b.offset % g + g - a.offset % g) % g;
+    r.min(g - r) >= head_dim
 }
 
 /// Whether some `y + k * step` with `k` in `k0..=k1` lies strictly between `lo` and `hi`.
@@ -530,6 +576,20 @@ fn slot_of(slots: &Slots<'_>, block_size: usize, t: usize, seq: usize, pos: u32)
             Some(block_table[seq * blocks_per_seq + p / block_size] as usize * block_size + p % block_size)
         }
         Slots::Positions => Some(pos as usize),
+    }
+}
+
+/// Whether two slot sources are the same arrays (by address and length: comparing a long
+/// block table's contents would cost more than checking it).
+fn same_slots(a: &Slots<'_>, b: &Slots<'_>) -> bool {
+    match (*a, *b) {
+        (Slots::Mapping(x), Slots::Mapping(y)) => core::ptr::eq(x, y),
+        (
+            Slots::BlockTable { block_table: x, blocks_per_seq: n },
+            Slots::BlockTable { block_table: y, blocks_per_seq: m },
+        ) => core::ptr::eq(x, y) && n == m,
+        (Slots::Positions, Slots::Positions) => true,
+        _ => false,
     }
 }
 
@@ -869,7 +929,7 @@ impl RopeRef<'_> {
         for part in parts {
             if let Target::Cache { layout, ref slots, .. } = part.to {
                 let key = (slots, layout.num_blocks, layout.block_size);
-                if checked.is_some_and(|c| c == key) {
+                if checked.is_some_and(|c| same_slots(c.0, slots) && (c.1, c.2) == (key.1, key.2)) {
                     continue;
                 }
                 check_slots(slots, &layout, &opts.batch, tokens, out(part))?;
@@ -996,8 +1056,8 @@ impl Rope {
     /// 5. per cache destination, in q, k, v order: [`RopeError::SlotMappingLength`], then for
     ///    each token in order [`RopeError::BlockTableTooShort`],
     ///    [`RopeError::BlockOutOfRange`], [`RopeError::SlotOutOfRange`]; then
-    ///    [`RopeError::DuplicateSlot`] (a destination with the same slots, `num_blocks` and
-    ///    `block_size` as an earlier one is not checked again);
+    ///    [`RopeError::DuplicateSlot`] (a destination with the same slot array (same address
+    ///    and length), `num_blocks` and `block_size` as the one before it is not checked again);
     /// 6. the cos/sin table: [`RopeError::TableShape`], [`RopeError::PositionOutOfRange`]
     ///    (the largest position of the batch).
     ///

@@ -148,26 +148,24 @@ impl Simd for Neon {
     }
     #[inline(always)]
     fn max_abs(self, a: float32x4_t, b: float32x4_t) -> float32x4_t {
-        // SAFETY: the token proves NEON.
-        unsafe { vmaxq_f32(a, b) }
+        // SAFETY: the token proves NEON. Integer maxima of the bits (see the trait).
+        unsafe { vreinterpretq_f32_u32(vmaxq_u32(vreinterpretq_u32_f32(a), vreinterpretq_u32_f32(b))) }
     }
     #[inline(always)]
     fn reduce_max_abs(self, v: float32x4_t) -> f32 {
-        // SAFETY: the token proves NEON.
-        unsafe { vmaxvq_f32(v) }
+        // SAFETY: the token proves NEON; integer maxima as in `max_abs`.
+        unsafe { f32::from_bits(vmaxvq_u32(vreinterpretq_u32_f32(v))) }
     }
     #[inline(always)]
-    fn trunc_small(self, v: float32x4_t) -> float32x4_t {
-        // SAFETY: the token proves NEON. `frintz` truncates exactly.
-        unsafe { vrndq_f32(v) }
-    }
-    #[inline(always)]
-    unsafe fn store_i8(self, p: *mut i8, v: float32x4_t) {
-        // SAFETY: the token proves NEON; the caller guarantees 4 writable i8. The lanes are
-        // integers in -127..=127, so the conversion and narrowings are exact; the NEON tier
-        // is little-endian, so the word's bytes are lanes 0..4 in order.
+    unsafe fn store_round_i8(self, p: *mut i8, q: float32x4_t) {
+        // SAFETY: the token proves NEON; the caller guarantees 4 writable i8. `fcvtzs`
+        // truncates (exact here); the results lie in -127..=127, so the narrowings are
+        // exact; the NEON tier is little-endian, so the word's bytes are lanes 0..4.
         unsafe {
-            let n = vmovn_s32(vcvtq_s32_f32(v));
+            let i = vcvtq_s32_f32(q);
+            let f = vsubq_f32(q, vcvtq_f32_s32(i));
+            let r = vaddq_s32(i, vcvtq_s32_f32(vaddq_f32(f, f)));
+            let n = vmovn_s32(r);
             let b = vmovn_s16(vcombine_s16(n, n));
             p.cast::<u32>().write_unaligned(vget_lane_u32::<0>(vreinterpret_u32_s8(b)));
         }

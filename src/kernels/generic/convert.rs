@@ -22,12 +22,13 @@
 //! - f32, f16, bf16: each vector is stored through [`SimdElement::store2`] /
 //!   [`SimdElement::store`] (one rounding, NaN → canonical NaN).
 //! - `q8_0`: each block of 32 values is computed into an aligned stack buffer (segments
-//!   clipped to the block), then quantized from registers: a NaN/infinity check (`x * 0`
-//!   summed is NaN iff a lane is not finite), `amax` by [`Simd::max_abs`] and
-//!   [`Simd::reduce_max_abs`], `d` and `id` in scalar f32 by the oracle's own
-//!   [`scale_of`], `q = x * id` and the rounding half away from zero as
-//!   `t + trunc(2 (q - t))` with `t = trunc(q)` (both steps exact), packed by
-//!   [`Simd::store_i8`]; `d` rounded by [`Simd::f16_of`]. Non-finite blocks, and blocks so
+//!   clipped to the block; in registers when the block lies in one segment), then
+//!   quantized from registers: `amax` by [`Simd::max_abs`] and [`Simd::reduce_max_abs`]
+//!   (integer maxima of the `|x|` bits, so a NaN or infinity shows as a non-finite
+//!   `amax`), `d` and `id` in scalar f32 by the oracle's own
+//!   [`scale_of`], `q = x * id` rounded half away from zero and packed by
+//!   [`Simd::store_round_i8`] (`t + trunc(2 (q - t))` with `t = trunc(q)`, both steps
+//!   exact); `d` rounded by [`Simd::f16_of`]. Non-finite blocks, and blocks so
 //!   small that `1 / d` overflows, take the oracle ([`BlockQ8_0::quantize`]) — the same
 //!   bits by definition.
 
@@ -364,18 +365,68 @@ impl<O: SimdElement> Heads<O> for ToElements {
         for h in 0..a.heads {
             // SAFETY: head `h` is in bounds for both pointers (ConvertFn contract).
             let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
-            // SAFETY: the whole head, into its destination head.
+            let k = &mut ElementSink(dst);
+            // SAFETY: the whole head, into its destination head: `HalfSplit` pairs (both
+            // members per vector, as `rotate` computes them) then the rest, or every segment.
             unsafe {
-                head_range::<S, I, O, _, INTERLEAVED, INVERSE>(
-                    s,
-                    a,
-                    src,
-                    r,
-                    [0, a.head_dim],
-                    &mut ElementSink(dst),
-                )
-            };
+                if INTERLEAVED || r.pairs < S::LANES {
+                    head_range::<S, I, O, _, INTERLEAVED, INVERSE>(s, a, src, r, [0, a.head_dim], k);
+                } else {
+                    half_split_pairs::<S, I, O, INVERSE>(s, src, dst, r);
+                    segment::<S, I, O, _, REST, INVERSE>(s, a, src, r, [2 * r.pairs, a.head_dim], k);
+                }
+            }
         }
+    }
+}
+
+/// The `HalfSplit` pairs of one head (`pairs >= S::LANES`), both members of `S::LANES`
+/// pairs per step (one load of each input; the [`FIRST`] and [`SECOND`] formulas), the last
+/// step overlapping the previous one.
+///
+/// # Safety
+/// `src`, `dst` are a source and destination head of the call of `r`; `r.pairs >= S::LANES`.
+#[inline(always)]
+unsafe fn half_split_pairs<S: Simd, I: SimdElement, O: SimdElement, const INVERSE: bool>(
+    s: S,
+    src: *const I,
+    dst: *mut O,
+    r: &Rows<'_>,
+) {
+    let (l, pairs) = (S::LANES, r.pairs);
+    let mut i = 0;
+    // SAFETY: every step has i + l <= pairs.
+    unsafe {
+        while i + l <= pairs {
+            pair_step::<S, I, O, INVERSE>(s, src, dst, r, i);
+            i += l;
+        }
+        if i < pairs {
+            pair_step::<S, I, O, INVERSE>(s, src, dst, r, pairs - l);
+        }
+    }
+}
+
+/// Pairs `i .. i + S::LANES` of a `HalfSplit` head, both members.
+///
+/// # Safety
+/// As [`half_split_pairs`], with `i + S::LANES <= r.pairs`.
+#[inline(always)]
+unsafe fn pair_step<S: Simd, I: SimdElement, O: SimdElement, const INVERSE: bool>(
+    s: S,
+    src: *const I,
+    dst: *mut O,
+    r: &Rows<'_>,
+    i: usize,
+) {
+    let pairs = r.pairs;
+    // SAFETY: i + LANES <= pairs: both halves' chunks lie in the head, the rows' in the rows.
+    unsafe {
+        let c = s.load(r.cos.as_ptr().add(i));
+        let sn = signed::<S, INVERSE>(s, s.load(r.sin.as_ptr().add(i)));
+        let (x0, x1) = (I::load(s, src.add(i)), I::load(s, src.add(pairs + i)));
+        let y = [s.sub(s.mul(x0, c), s.mul(x1, sn)), s.add(s.mul(x1, c), s.mul(x0, sn))];
+        O::store2(s, [dst.add(i), dst.add(pairs + i)], y);
     }
 }
 
@@ -395,71 +446,151 @@ impl Heads<BlockQ8_0> for ToBlocks {
     ) {
         let mut values = BlockValues([MaybeUninit::uninit(); QK8_0]);
         let buf = values.0.as_mut_ptr().cast::<f32>();
+        let (pairs, rotary_dim) = (r.pairs, 2 * r.pairs);
         for h in 0..a.heads {
             // SAFETY: head `h` is in bounds for both pointers (ConvertFn contract).
             let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
-            for b in 0..a.head_dim / QK8_0 {
-                let lo = b * QK8_0;
-                // SAFETY: the block's elements lie in the head (head_dim % 32 == 0) and its
-                // 32 values fill the buffer (the segments clipped to it cover it), which
-                // `quantize` then reads; block b is in the destination head.
+            // `HalfSplit` with whole blocks per half: a block of each half per step from
+            // one load of the pairs' inputs, two independent quantizations.
+            let first = if !INTERLEAVED && pairs.is_multiple_of(QK8_0) {
+                let half = pairs / QK8_0;
+                for j in 0..half {
+                    // SAFETY: pairs 32 j .. 32 j + 32 lie in the head; blocks j and
+                    // half + j in the destination head.
+                    unsafe {
+                        let [y0, y1] = pair_blocks::<S, I, INVERSE>(s, src, r, j * QK8_0);
+                        quantize(s, y0, dst.add(j));
+                        quantize(s, y1, dst.add(half + j));
+                    }
+                }
+                2 * half
+            } else {
+                0
+            };
+            for b in first..a.head_dim / QK8_0 {
+                let (lo, hi) = (b * QK8_0, (b + 1) * QK8_0);
+                // SAFETY (every arm): the block's elements lie in the head (head_dim % 32 ==
+                // 0) and in the segment named; block b is in the destination head.
                 unsafe {
-                    let mut k = BlockSink { buf, base: lo };
-                    head_range::<S, I, BlockQ8_0, _, INTERLEAVED, INVERSE>(
-                        s,
-                        a,
-                        src,
-                        r,
-                        [lo, lo + QK8_0],
-                        &mut k,
-                    );
-                    quantize(s, buf.cast_const(), dst.add(b));
+                    let out = dst.add(b);
+                    // A block inside one segment (every block when `rotary_dim` and `pairs`
+                    // are multiples of 32) is computed in registers.
+                    if hi <= rotary_dim && INTERLEAVED {
+                        quantize(s, block::<S, I, INTER, INVERSE>(s, src, r, lo), out);
+                    } else if !INTERLEAVED && hi <= pairs {
+                        quantize(s, block::<S, I, FIRST, INVERSE>(s, src, r, lo), out);
+                    } else if !INTERLEAVED && lo >= pairs && hi <= rotary_dim {
+                        quantize(s, block::<S, I, SECOND, INVERSE>(s, src, r, lo), out);
+                    } else if lo >= rotary_dim {
+                        quantize(s, block::<S, I, REST, INVERSE>(s, src, r, lo), out);
+                    } else {
+                        // Elsewhere through the buffer: the segments clipped to the block
+                        // fill all of it.
+                        let mut k = BlockSink { buf, base: lo };
+                        head_range::<S, I, BlockQ8_0, _, INTERLEAVED, INVERSE>(
+                            s,
+                            a,
+                            src,
+                            r,
+                            [lo, hi],
+                            &mut k,
+                        );
+                        let mut v = [s.splat(0.0); MAX_BLOCK_VECTORS];
+                        for (j, v) in v.iter_mut().take(QK8_0 / S::LANES).enumerate() {
+                            *v = s.load(buf.add(j * S::LANES));
+                        }
+                        quantize(s, v, out);
+                    }
                 }
             }
         }
     }
 }
 
-/// Quantizes the 32 values at `x` into `out` (see the module docs).
+/// Vectors per block on the narrowest tier (4 lanes); wider tiers use the first
+/// `32 / S::LANES`.
+const MAX_BLOCK_VECTORS: usize = QK8_0 / 4;
+
+/// The 32 values of the block at element `lo` of the head at `src`, all in one segment of
+/// kind `KIND`, as `32 / S::LANES` vectors (the rest of the array unused).
 ///
 /// # Safety
-/// `x .. x + 32` is valid for reads (initialised), `out` for a write.
+/// As [`vec`] for every vector of the block.
 #[inline(always)]
-unsafe fn quantize<S: Simd>(s: S, x: *const f32, out: *mut BlockQ8_0) {
-    let l = S::LANES;
-    let zero = s.splat(0.0);
-    let (mut m, mut z) = (zero, zero);
-    let mut k = 0;
-    while k < QK8_0 {
-        // SAFETY: k + l <= 32.
-        let v = unsafe { s.load(x.add(k)) };
-        m = s.max_abs(m, s.abs(v));
-        z = s.add(z, s.mul(v, zero));
-        k += l;
+unsafe fn block<S: Simd, I: SimdElement, const KIND: u8, const INVERSE: bool>(
+    s: S,
+    src: *const I,
+    r: &Rows<'_>,
+    lo: usize,
+) -> [S::V; MAX_BLOCK_VECTORS] {
+    let mut v = [s.splat(0.0); MAX_BLOCK_VECTORS];
+    for (j, v) in v.iter_mut().take(QK8_0 / S::LANES).enumerate() {
+        // SAFETY: forwarded; lo + 32 stays in the segment.
+        *v = unsafe { vec::<S, I, KIND, INVERSE>(s, src, r, lo + j * S::LANES) };
     }
-    // `z` is NaN in a lane iff a value of that lane is NaN or infinite (`x * 0`); then `m`
-    // may be anything, and the oracle decides.
-    let (d, id) = if s.any_nan(z, z) { (0.0, f32::INFINITY) } else { scale_of(s.reduce_max_abs(m)) };
+    v
+}
+
+/// Pairs `i .. i + 32` of a `HalfSplit` head, both members: the values of the block at
+/// element `i` (each the pair's `y0`) and of the block at `pairs + i` (`y1`), as
+/// [`block`] gives them, from one load of each input.
+///
+/// # Safety
+/// `src` is a source head of the call of `r`; `i + 32 <= r.pairs`.
+#[inline(always)]
+unsafe fn pair_blocks<S: Simd, I: SimdElement, const INVERSE: bool>(
+    s: S,
+    src: *const I,
+    r: &Rows<'_>,
+    i: usize,
+) -> [[S::V; MAX_BLOCK_VECTORS]; 2] {
+    let (mut y0, mut y1) = ([s.splat(0.0); MAX_BLOCK_VECTORS], [s.splat(0.0); MAX_BLOCK_VECTORS]);
+    for (j, (y0, y1)) in y0.iter_mut().zip(&mut y1).take(QK8_0 / S::LANES).enumerate() {
+        let i = i + j * S::LANES;
+        // SAFETY: i + LANES <= pairs: both halves' chunks lie in the head, the rows' in the rows.
+        unsafe {
+            let c = s.load(r.cos.as_ptr().add(i));
+            let sn = signed::<S, INVERSE>(s, s.load(r.sin.as_ptr().add(i)));
+            let (x0, x1) = (I::load(s, src.add(i)), I::load(s, src.add(r.pairs + i)));
+            *y0 = s.sub(s.mul(x0, c), s.mul(x1, sn));
+            *y1 = s.add(s.mul(x1, c), s.mul(x0, sn));
+        }
+    }
+    [y0, y1]
+}
+
+/// Quantizes the block held in the first `32 / S::LANES` vectors of `v` into `out` (see
+/// the module docs).
+///
+/// # Safety
+/// `out` is valid for a write.
+#[inline(always)]
+unsafe fn quantize<S: Simd>(s: S, v: [S::V; MAX_BLOCK_VECTORS], out: *mut BlockQ8_0) {
+    let n = QK8_0 / S::LANES;
+    let mut m = s.splat(0.0);
+    for &v in &v[..n] {
+        m = s.max_abs(m, s.abs(v));
+    }
+    // The integer maximum of the |x| bits is NaN or infinite iff a value is; then the
+    // oracle decides (as it does when `1 / d` overflows).
+    let amax = s.reduce_max_abs(m);
+    let (d, id) = if amax.is_finite() { scale_of(amax) } else { (0.0, f32::INFINITY) };
     if !id.is_finite() {
-        // SAFETY: 32 initialised values.
-        let block = unsafe { BlockQ8_0::quantize(&*x.cast::<[f32; QK8_0]>()) };
+        let mut x = [0.0f32; QK8_0];
+        for (j, &v) in v[..n].iter().enumerate() {
+            // SAFETY: j * LANES + LANES <= 32.
+            unsafe { s.store(x.as_mut_ptr().add(j * S::LANES), v) };
+        }
         // SAFETY: the caller guarantees `out`.
-        unsafe { out.write(block) };
+        unsafe { out.write(BlockQ8_0::quantize(&x)) };
         return;
     }
     let idv = s.splat(id);
     // SAFETY: `out` is valid for a write (caller); `qs` is its field.
     let qs = unsafe { core::ptr::addr_of_mut!((*out).qs) }.cast::<i8>();
-    let mut k = 0;
-    while k < QK8_0 {
-        // SAFETY: k + l <= 32 values and quants.
-        unsafe {
-            let q = s.mul(s.load(x.add(k)), idv);
-            let t = s.trunc_small(q);
-            let f = s.sub(q, t);
-            s.store_i8(qs.add(k), s.add(t, s.trunc_small(s.add(f, f))));
-        }
-        k += l;
+    for (j, &v) in v[..n].iter().enumerate() {
+        // SAFETY: j * LANES + LANES <= 32 quants; |x * id| <= 127.00003 (module docs).
+        unsafe { s.store_round_i8(qs.add(j * S::LANES), s.mul(v, idv)) };
     }
     // SAFETY: as above, the scale field.
     unsafe { core::ptr::addr_of_mut!((*out).d).write(s.f16_of(d)) };

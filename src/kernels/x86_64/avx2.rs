@@ -181,30 +181,39 @@ impl Simd for Avx2 {
     }
     #[inline(always)]
     fn max_abs(self, a: __m256, b: __m256) -> __m256 {
-        // SAFETY: see `splat`.
-        unsafe { _mm256_max_ps(a, b) }
+        // SAFETY: see `splat`. Integer maxima of the bits (see the trait).
+        unsafe { _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b))) }
     }
     #[inline(always)]
     fn reduce_max_abs(self, v: __m256) -> f32 {
-        // SAFETY: see `splat`.
+        // SAFETY: see `splat` (AVX2 implies SSE4.1); integer maxima as in `max_abs`.
         unsafe {
-            let m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-            _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<0b01>(m, m)))
+            let v = _mm256_castps_si256(v);
+            let m = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+            let m = _mm_max_epi32(m, _mm_shuffle_epi32::<0b01_00_11_10>(m));
+            let m = _mm_max_epi32(m, _mm_shuffle_epi32::<0b10_11_00_01>(m));
+            f32::from_bits(_mm_cvtsi128_si32(m) as u32)
+        }
+    }
+    #[cfg(not(miri))]
+    #[inline(always)]
+    fn f16_of(self, x: f32) -> f16 {
+        // SAFETY: see `splat`. Immediate 0: round to nearest even (Miri: the default).
+        unsafe {
+            f16::from_bits(
+                _mm_extract_epi16::<0>(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(x))) as u16
+            )
         }
     }
     #[inline(always)]
-    fn trunc_small(self, v: __m256) -> __m256 {
-        // SAFETY: see `splat`. `vcvttps2dq` truncates; exact for |x| < 2^31.
-        unsafe { _mm256_cvtepi32_ps(_mm256_cvttps_epi32(v)) }
-    }
-    #[inline(always)]
-    unsafe fn store_i8(self, p: *mut i8, v: __m256) {
-        // SAFETY: see `splat`; the caller guarantees 8 writable i8. The lanes are integers
-        // in -127..=127, so the conversion and both saturating packs are exact.
+    unsafe fn store_round_i8(self, p: *mut i8, q: __m256) {
+        // SAFETY: see `splat`; the caller guarantees 8 writable i8. `vcvttps2dq` truncates
+        // (exact here); the results lie in -127..=127, so both saturating packs are exact.
         unsafe {
-            let i = _mm256_cvttps_epi32(v);
-            let w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
+            let i = _mm256_cvttps_epi32(q);
+            let f = _mm256_sub_ps(q, _mm256_cvtepi32_ps(i));
+            let r = _mm256_add_epi32(i, _mm256_cvttps_epi32(_mm256_add_ps(f, f)));
+            let w = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256::<1>(r));
             _mm_storel_epi64(p.cast(), _mm_packs_epi16(w, w));
         }
     }

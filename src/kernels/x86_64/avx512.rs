@@ -57,6 +57,24 @@ impl Avx512 {
         }
     }
 
+    /// Lanes with `|x| < 2^31` truncated toward zero to i32 (`vcvttps2dq`; under Miri,
+    /// which does not interpret its 512-bit form, the same lane by lane).
+    #[inline(always)]
+    fn trunc_epi32(self, v: __m512) -> __m512i {
+        #[cfg(not(miri))]
+        // SAFETY: the token proves AVX-512F.
+        unsafe {
+            _mm512_cvttps_epi32(v)
+        }
+        #[cfg(miri)]
+        // SAFETY: the token proves AVX-512F.
+        unsafe {
+            let mut a = [0.0f32; 16];
+            _mm512_storeu_ps(a.as_mut_ptr(), v);
+            _mm512_loadu_si512(a.map(|x| x as i32).as_ptr().cast())
+        }
+    }
+
     /// # Safety
     /// The CPU supports AVX-512F (which implies AVX2 and F16C).
     #[inline(always)]
@@ -199,8 +217,7 @@ impl Simd for Avx512 {
     }
     #[inline(always)]
     fn max_abs(self, a: __m512, b: __m512) -> __m512 {
-        // SAFETY: the token proves AVX-512F. Non-negative floats order as their bits do, so
-        // the integer maximum is the float maximum (and Miri interprets it).
+        // SAFETY: the token proves AVX-512F. Integer maxima of the bits (see the trait).
         unsafe { _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b))) }
     }
     #[inline(always)]
@@ -215,30 +232,25 @@ impl Simd for Avx512 {
             f32::from_bits(_mm_cvtsi128_si32(m) as u32)
         }
     }
+    #[cfg(not(miri))]
     #[inline(always)]
-    fn trunc_small(self, v: __m512) -> __m512 {
-        #[cfg(not(miri))]
-        // SAFETY: the token proves AVX-512F. `vcvttps2dq` truncates; exact for |x| < 2^31.
+    fn f16_of(self, x: f32) -> f16 {
+        // SAFETY: AVX-512F implies F16C. Immediate 0: round to nearest even (Miri: the default).
         unsafe {
-            _mm512_cvtepi32_ps(_mm512_cvttps_epi32(v))
-        }
-        #[cfg(miri)]
-        // SAFETY: the token proves AVX-512F (Miri does not interpret `vcvttps2dq` on 512
-        // bits: the same truncation lane by lane).
-        unsafe {
-            let mut a = [0.0f32; 16];
-            _mm512_storeu_ps(a.as_mut_ptr(), v);
-            _mm512_loadu_ps(a.map(|x| x as i32 as f32).as_ptr())
+            f16::from_bits(
+                _mm_extract_epi16::<0>(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(x))) as u16
+            )
         }
     }
     #[inline(always)]
-    unsafe fn store_i8(self, p: *mut i8, v: __m512) {
-        // SAFETY: the token proves AVX-512F; the caller guarantees 16 writable i8. The lanes
-        // are integers in -127..=127: adding 1.5 * 2^23 puts each in the low bits of its
-        // word exactly (two's complement in the low byte), and `vpmovdb` keeps that byte.
+    unsafe fn store_round_i8(self, p: *mut i8, q: __m512) {
+        // SAFETY: the token proves AVX-512F; the caller guarantees 16 writable i8. The
+        // truncations are exact here; `vpmovdb` keeps the low byte of results in -127..=127.
         unsafe {
-            let w = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12_582_912.0)));
-            _mm_storeu_si128(p.cast(), _mm512_cvtepi32_epi8(w));
+            let i = self.trunc_epi32(q);
+            let f = _mm512_sub_ps(q, _mm512_cvtepi32_ps(i));
+            let r = _mm512_add_epi32(i, self.trunc_epi32(_mm512_add_ps(f, f)));
+            _mm_storeu_si128(p.cast(), _mm512_cvtepi32_epi8(r));
         }
     }
     #[inline(always)]
