@@ -652,13 +652,25 @@ fn write_layer_expected(path: &Path) {
     fs::write(path, out).expect("write expected data");
 }
 
+/// README.md ("Using it in a runtime", from C) shows the lines of test_layer.c between its
+/// "README example begin" comment and "README example end", verbatim.
+fn readme_shows_the_c_layer_example(source: &Path) {
+    let c = fs::read_to_string(source).expect("read test_layer.c");
+    let begin = c.find("(c_program.rs checks). */\n").expect("README example begin") + 26;
+    let end = c.find("/* README example end */").expect("README example end");
+    let readme = fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let block = format!("```c\n{}\n```", c[begin..end].trim_end());
+    assert!(readme.contains(&block), "README.md does not show test_layer.c's example verbatim:\n{block}");
+}
+
 /// Issue 17: one attention layer through `rope_apply_layer` (capi/tests/test_layer.c): a
 /// paged bf16 and a q8_0 KV cache, bit for bit against the Rust API, and every status of
 /// the call writing nothing; static and shared, plain and under AddressSanitizer + UBSan.
 #[test]
 fn c_program_layer() {
-    let Some(cc) = c_compiler() else { return };
     let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/test_layer.c");
+    readme_shows_the_c_layer_example(&source);
+    let Some(cc) = c_compiler() else { return };
     let (static_lib, shared_lib) =
         build_libraries("rope-kernels-capi-testing", "rope_kernels_testing", &test_profile());
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("capi_layer");

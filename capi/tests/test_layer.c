@@ -28,19 +28,80 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HQ 4
-#define HKV 2
-#define HD 64
-#define ROW ((HQ + 2 * HKV) * HD)
+/* README example begin: README.md "Using it in a runtime" shows this block verbatim
+ * (c_program.rs checks). */
+#define HQ 4                      /* q heads */
+#define HKV 2                     /* k and v heads */
+#define HD 64                     /* head_dim */
+#define ROW ((HQ + 2 * HKV) * HD) /* one token of the fused QKV output */
 #define TOKENS 6
 #define SEQS 3
 #define NQKV (TOKENS * ROW)
 #define NQ (TOKENS * HQ * HD)
-/* Paged bf16 cache, NHD. */
-#define NB 8
-#define BS 4
-#define BPS 6
+#define NB 8  /* cache blocks */
+#define BS 4  /* slots per block (vLLM block_size) */
+#define BPS 6 /* block_table entries per sequence */
 #define NCACHE (NB * BS * HKV * HD)
+
+/* A ragged batch: sequence i owns tokens indptr[i]..indptr[i+1] (3, 1 and 2 new tokens) at
+ * positions seq_start[i] + j (its cached length before this step). */
+static const uint32_t indptr[SEQS + 1] = {0, 3, 4, 6};
+static const uint32_t seq_start[SEQS] = {5, 17, 0};
+/* Sequence i's blocks: positions 5..7 -> block 6, 17 -> block 3, 0..1 -> block 5. */
+static const uint32_t block_table[SEQS * BPS] = {1, 6, 2, 2, 2, 2, 4, 4, 4, 4, 3, 4, 5, 7, 7, 7, 7, 7};
+
+/* One attention layer of a ragged batch: the fused QKV projection output (f32) in, q
+ * rotated into `q_buf`, k rotated and v copied into paged bf16 KV caches (vLLM NHD). */
+static rope_status append_layer(const rope_t *rope, float *qkv_buf, float *q_buf, uint16_t *k_buf,
+                                uint16_t *v_buf) {
+    rope_layer_args a;
+    memset(&a, 0, sizeof a); /* unused fields 0: ROPE_DEST_SKIP, forward, on the fly */
+    a.struct_size = sizeof a;
+    a.qkv_dtype = ROPE_DTYPE_F32;
+    a.qkv = qkv_buf;
+    a.qkv_len = NQKV;
+    a.tokens = TOKENS;
+    rope_head_set sets[3]; /* [q heads | k heads | v heads] rows */
+    rope_status s = rope_head_sets_qkv_rows(HQ, HKV, HD, sets);
+    if (s != ROPE_OK) return s;
+    a.q_set = sets[0];
+    a.k_set = sets[1];
+    a.v_set = sets[2];
+
+    a.q.kind = ROPE_DEST_TENSOR; /* q: [tokens][HQ][HD] f32 */
+    a.q.dtype = ROPE_DTYPE_F32;
+    a.q.data = q_buf;
+    a.q.len = NQ;
+    a.q.view.tokens = TOKENS;
+    a.q.view.heads = HQ;
+    a.q.view.token_stride = HQ * HD;
+    a.q.view.head_stride = HD;
+
+    rope_cache_layout nhd; /* [NB blocks][BS slots][HKV heads][HD] */
+    s = rope_cache_layout_init(NB, BS, HKV, HD, 0, &nhd);
+    if (s != ROPE_OK) return s;
+    a.k.kind = ROPE_DEST_CACHE;
+    a.k.dtype = ROPE_DTYPE_BF16;
+    a.k.data = k_buf;
+    a.k.len = NCACHE;
+    a.k.cache = nhd;
+    a.k.slots = ROPE_SLOTS_BLOCK_TABLE;
+    a.k.block_table = block_table;
+    a.k.block_table_len = SEQS * BPS;
+    a.k.blocks_per_seq = BPS;
+    a.v = a.k; /* v: the same rows of its own cache, not rotated */
+    a.v.data = v_buf;
+
+    a.batch = ROPE_BATCH_RAGGED; /* sequence i: tokens indptr[i]..indptr[i+1] */
+    a.position_mode = ROPE_POSITIONS_START; /* at positions seq_start[i] + j */
+    a.indptr = indptr;
+    a.indptr_len = SEQS + 1;
+    a.seq_start = seq_start;
+    a.seq_start_len = SEQS;
+    return rope_apply_layer(rope, &a);
+}
+/* README example end */
+
 /* q8_0 cache, HND: 2 blocks of 8 slots, heads of HD / 32 blocks. */
 #define NB8 2
 #define BS8 8
@@ -67,12 +128,8 @@ static int failures = 0;
               rope_status_name(want));                                                       \
     } while (0)
 
-/* ---- the batch ---- */
+/* ---- the second call ---- */
 
-static const uint32_t indptr[SEQS + 1] = {0, 3, 4, 6};
-static const uint32_t seq_start[SEQS] = {5, 17, 0};
-/* Sequence i's blocks: positions 5..7 -> block 6, 17 -> block 3, 0..1 -> block 5. */
-static const uint32_t block_table[SEQS * BPS] = {1, 6, 2, 2, 2, 2, 4, 4, 4, 4, 3, 4, 5, 7, 7, 7, 7, 7};
 /* The tokens' positions, and their q8_0 cache slots (-1: token 2 is not cached). */
 static const uint32_t position_ids[TOKENS] = {5, 6, 7, 17, 0, 1};
 static const int64_t slot_mapping[TOKENS] = {9, 3, -1, 15, 0, 8};
@@ -183,58 +240,7 @@ static float from_f16(uint16_t h) {
     return (h & 0x8000) ? -v : v;
 }
 
-/* ---- 1. the README example: q out, k and v appended to a paged bf16 cache ---- */
-
-/* One attention layer of a ragged batch: the fused QKV projection output (f32) in, q
- * rotated into `Q_OUT`, k rotated and v copied into paged bf16 KV caches (vLLM NHD). */
-static rope_status append_layer(const rope_t *rope, float *qkv_buf, float *q_buf, uint16_t *k_buf,
-                                uint16_t *v_buf) {
-    rope_layer_args a;
-    memset(&a, 0, sizeof a); /* unused fields 0: ROPE_DEST_SKIP, forward, on the fly */
-    a.struct_size = sizeof a;
-    a.qkv_dtype = ROPE_DTYPE_F32;
-    a.qkv = qkv_buf;
-    a.qkv_len = NQKV;
-    a.tokens = TOKENS;
-    rope_head_set sets[3]; /* [q heads | k heads | v heads] rows */
-    rope_status s = rope_head_sets_qkv_rows(HQ, HKV, HD, sets);
-    if (s != ROPE_OK) return s;
-    a.q_set = sets[0];
-    a.k_set = sets[1];
-    a.v_set = sets[2];
-
-    a.q.kind = ROPE_DEST_TENSOR; /* q: [tokens][HQ][HD] f32 */
-    a.q.dtype = ROPE_DTYPE_F32;
-    a.q.data = q_buf;
-    a.q.len = NQ;
-    a.q.view.tokens = TOKENS;
-    a.q.view.heads = HQ;
-    a.q.view.token_stride = HQ * HD;
-    a.q.view.head_stride = HD;
-
-    rope_cache_layout nhd; /* [NB blocks][BS slots][HKV heads][HD] */
-    s = rope_cache_layout_init(NB, BS, HKV, HD, 0, &nhd);
-    if (s != ROPE_OK) return s;
-    a.k.kind = ROPE_DEST_CACHE;
-    a.k.dtype = ROPE_DTYPE_BF16;
-    a.k.data = k_buf;
-    a.k.len = NCACHE;
-    a.k.cache = nhd;
-    a.k.slots = ROPE_SLOTS_BLOCK_TABLE;
-    a.k.block_table = block_table;
-    a.k.block_table_len = SEQS * BPS;
-    a.k.blocks_per_seq = BPS;
-    a.v = a.k; /* v: the same rows of its own cache, not rotated */
-    a.v.data = v_buf;
-
-    a.batch = ROPE_BATCH_RAGGED; /* sequence i: tokens indptr[i]..indptr[i+1] */
-    a.position_mode = ROPE_POSITIONS_START; /* at positions seq_start[i] + j */
-    a.indptr = indptr;
-    a.indptr_len = SEQS + 1;
-    a.seq_start = seq_start;
-    a.seq_start_len = SEQS;
-    return rope_apply_layer(rope, &a);
-}
+/* ---- 1. the README example (above): q out, k and v appended to a paged bf16 cache ---- */
 
 static void check_paged(const rope_t *rope) {
     reset();
