@@ -46,6 +46,8 @@ mod tier;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_layer;
 
 pub use apply::*;
 pub use config::*;

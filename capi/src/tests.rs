@@ -113,6 +113,29 @@ fn every_rope_error_kind_has_its_status() {
         (RopeError::InvalidMropeSection { mrope_section: [1, 2, 3], pairs: 4 }, ROPE_INVALID_MROPE_SECTION),
         (RopeError::UnsupportedScaling { operation: "mrope", scaling: "dynamic" }, ROPE_UNSUPPORTED_SCALING),
         (RopeError::InvalidPositionLayout { reason: "x" }, ROPE_INVALID_POSITION_LAYOUT),
+        (RopeError::NormWeightLength { operand: q, expected: 2, len: 1 }, ROPE_NORM_WEIGHT_LENGTH),
+        (RopeError::InvalidNormEps, ROPE_INVALID_NORM_EPS),
+        (RopeError::OverlappingHeadSets { a: q, b: Operand::K }, ROPE_OVERLAPPING_HEAD_SETS),
+        (RopeError::UnsupportedTypePair { operand: Operand::QOut }, ROPE_UNSUPPORTED_TYPE_PAIR),
+        (RopeError::PartialQuantBlock { operand: Operand::KOut, head_dim: 48 }, ROPE_PARTIAL_QUANT_BLOCK),
+        (RopeError::InvalidIndptr { reason: "x" }, ROPE_INVALID_INDPTR),
+        (
+            RopeError::SlotMappingLength { operand: Operand::KOut, tokens: 2, len: 1 },
+            ROPE_SLOT_MAPPING_LENGTH,
+        ),
+        (
+            RopeError::SlotOutOfRange { operand: Operand::KOut, token: 0, slot: -2, slots: 4 },
+            ROPE_SLOT_OUT_OF_RANGE,
+        ),
+        (
+            RopeError::BlockOutOfRange { operand: Operand::VOut, token: 0, block: 9, num_blocks: 4 },
+            ROPE_BLOCK_OUT_OF_RANGE,
+        ),
+        (
+            RopeError::BlockTableTooShort { operand: Operand::KOut, sequence: 1, position: 40 },
+            ROPE_BLOCK_TABLE_TOO_SHORT,
+        ),
+        (RopeError::DuplicateSlot { operand: Operand::KOut, token: 1, slot: 3 }, ROPE_DUPLICATE_SLOT),
     ];
     for (e, s) in cases {
         assert_eq!(status::from_error(e), s, "{e:?}");
