@@ -2008,7 +2008,11 @@ rope_status rope_fill_table(const struct rope_t *rope,
  * `ROPE_POSITION_COUNT_MISMATCH`, `ROPE_POSITION_OVERFLOW`, `ROPE_SLOT_MAPPING_LENGTH`,
  * `ROPE_BLOCK_TABLE_TOO_SHORT`, `ROPE_BLOCK_OUT_OF_RANGE`, `ROPE_SLOT_OUT_OF_RANGE`,
  * `ROPE_DUPLICATE_SLOT`, `ROPE_TABLE_SHAPE`, `ROPE_POSITION_OUT_OF_RANGE`,
- * `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK at this length), `ROPE_PANIC`.
+ * `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK at this length), `ROPE_PANIC`. When several
+ * apply: first the boundary's (handle, struct, dtypes and kinds, options, buffers, overlap
+ * of buffers), then `ROPE_TABLE_SHAPE`, then those of the Rust crate in the order
+ * `Rope::apply_layer` documents (sets, head-set overlap, destinations, batch, slots,
+ * positions against the table).
  *
  * # Safety
  * `rope` is a handle; `args` is NULL or a readable `rope_layer_args` whose used buffers

@@ -14,7 +14,7 @@
 //! - A buffer is a pointer and an element count. A count of 0 allows any pointer, NULL
 //!   included; it is never dereferenced. A count larger than the real buffer, or a handle
 //!   pointer that is not one, cannot be detected and is undefined behaviour, as in C.
-//! - Versioned structs (`rope_config`, `rope_apply_opts`, `rope_relative`) start with
+//! - Versioned structs (`rope_config`, `rope_apply_opts`, `rope_relative`, `rope_layer_args`) start with
 //!   `size_t struct_size = sizeof(the struct)`, so later versions can append fields.
 //! - Thread safety: calls on a `const rope_t *` may run concurrently; the tier functions
 //!   change process-wide state (atomics) and are safe to call from any thread.
