@@ -52,12 +52,14 @@ impl HeadSet {
     /// `[tokens][q_heads + 2 * kv_heads][head_dim]` (Llama `qkv_proj`, vLLM
     /// `QKVParallelLinear`, llama.cpp's fused `wqkv`): `[q, k, v]`.
     pub const fn qkv_rows(q_heads: usize, kv_heads: usize, head_dim: usize) -> [HeadSet; 3] {
-        let token_stride = (q_heads + 2 * kv_heads) * head_dim;
-        let (head_stride, k) = (head_dim, q_heads * head_dim);
+        // Saturating: an absurd shape gives a set that no buffer fits (an error), not a panic.
+        let token_stride = q_heads.saturating_add(kv_heads.saturating_mul(2)).saturating_mul(head_dim);
+        let (head_stride, k) = (head_dim, q_heads.saturating_mul(head_dim));
+        let v = k.saturating_add(kv_heads.saturating_mul(head_dim));
         [
             HeadSet { offset: 0, heads: q_heads, token_stride, head_stride },
             HeadSet { offset: k, heads: kv_heads, token_stride, head_stride },
-            HeadSet { offset: k + kv_heads * head_dim, heads: kv_heads, token_stride, head_stride },
+            HeadSet { offset: v, heads: kv_heads, token_stride, head_stride },
         ]
     }
 
@@ -65,11 +67,12 @@ impl HeadSet {
     /// (transformers `GPTNeoXAttention`: `qkv.view(..., heads, 3 * head_size)`, then q, k, v
     /// are the three `head_size` thirds of each head): `[q, k, v]`.
     pub const fn neox_qkv(heads: usize, head_dim: usize) -> [HeadSet; 3] {
-        let (token_stride, head_stride) = (heads * 3 * head_dim, 3 * head_dim);
+        let head_stride = head_dim.saturating_mul(3);
+        let token_stride = heads.saturating_mul(head_stride);
         [
             HeadSet { offset: 0, heads, token_stride, head_stride },
             HeadSet { offset: head_dim, heads, token_stride, head_stride },
-            HeadSet { offset: 2 * head_dim, heads, token_stride, head_stride },
+            HeadSet { offset: head_dim.saturating_mul(2), heads, token_stride, head_stride },
         ]
     }
 
@@ -135,11 +138,12 @@ impl CacheLayout {
     /// (`reshape_and_cache_flash`, NHD); `head_len` is `head_dim` (`head_dim / 32` blocks for
     /// a `q8_0` cache).
     pub const fn nhd(num_blocks: usize, block_size: usize, kv_heads: usize, head_len: usize) -> Self {
-        let slot_stride = kv_heads * head_len;
+        // Saturating: an absurd shape gives a layout that no buffer fits (an error), not a panic.
+        let slot_stride = kv_heads.saturating_mul(head_len);
         CacheLayout {
             num_blocks,
             block_size,
-            block_stride: block_size * slot_stride,
+            block_stride: block_size.saturating_mul(slot_stride),
             slot_stride,
             head_stride: head_len,
         }
@@ -148,11 +152,11 @@ impl CacheLayout {
     /// `[num_blocks][kv_heads][block_size][head_len]` (HND: each head's slots of a block are
     /// contiguous, as FlashInfer's `HND` paged layout).
     pub const fn hnd(num_blocks: usize, block_size: usize, kv_heads: usize, head_len: usize) -> Self {
-        let head_stride = block_size * head_len;
+        let head_stride = block_size.saturating_mul(head_len);
         CacheLayout {
             num_blocks,
             block_size,
-            block_stride: kv_heads * head_stride,
+            block_stride: kv_heads.saturating_mul(head_stride),
             slot_stride: head_len,
             head_stride,
         }
@@ -169,12 +173,24 @@ impl CacheLayout {
         self.num_blocks.saturating_mul(self.block_size)
     }
 
-    /// The first element of slot `slot`, head `head` (unchecked arithmetic: for a slot
-    /// below [`slots`](Self::slots) of a layout that fits its buffer it cannot overflow).
+    /// The first element of slot `slot`, head `head`: `(slot / block_size) * block_stride +
+    /// (slot % block_size) * slot_stride + head * head_stride` (saturating; 0 when
+    /// `block_size` is 0).
     pub const fn row(&self, slot: usize, head: usize) -> usize {
-        (slot / self.block_size) * self.block_stride
-            + (slot % self.block_size) * self.slot_stride
-            + head * self.head_stride
+        if self.block_size == 0 {
+            return 0;
+        }
+        (slot / self.block_size)
+            .saturating_mul(self.block_stride)
+            .saturating_add((slot % self.block_size).saturating_mul(self.slot_stride))
+            .saturating_add(head.saturating_mul(self.head_stride))
+    }
+
+    /// [`CacheLayout::row`] of a slot below [`slots`](Self::slots) of a layout validated
+    /// against its buffer (cannot overflow there), head 0.
+    #[inline(always)]
+    fn slot_row(&self, slot: usize) -> usize {
+        (slot / self.block_size) * self.block_stride + (slot % self.block_size) * self.slot_stride
     }
 
     /// Checks the layout for `heads` heads of `head_len` units against a buffer of `len`
@@ -798,7 +814,7 @@ unsafe fn write_token<I: Element, O: CacheElement>(part: &Part<'_>, s: &Step<'_>
         Target::Cache { dst, layout, ref slots, .. } => {
             let Some(slot) = slot_of(slots, layout.block_size, s.t, s.seq, s.pos) else { return };
             // SAFETY: a slot below `layout.slots()` (checked) of a layout that fits the cache.
-            (unsafe { dst.cast::<O>().add(layout.row(slot, 0)) }, layout.head_stride)
+            (unsafe { dst.cast::<O>().add(layout.slot_row(slot)) }, layout.head_stride)
         }
     };
     let args = ConvertArgs {
