@@ -807,8 +807,8 @@ unsafe fn write_token<I: Element, O: CacheElement>(part: &Part<'_>, s: &Step<'_>
             unsafe { I::rotate_fn(p.kernels)(&args) };
             return;
         }
-        // SAFETY: token t of a view validated against the tensor's buffer.
         Target::Rows { dst, view, .. } => {
+            // SAFETY: token t of a view validated against the tensor's buffer.
             (unsafe { dst.cast::<O>().add(s.t * view.token_stride) }, view.head_stride)
         }
         Target::Cache { dst, layout, ref slots, .. } => {
@@ -1029,25 +1029,27 @@ impl Rope {
     /// use rope_kernels::{bf16, Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Rope, RopeConfig, Slots};
     ///
     /// // Llama-3.1-8B shapes: 32 q heads, 8 kv heads, head_dim 128. Decode of 2 sequences at
-    /// // positions 17 and 300, k and v appended to a paged bf16 cache (vLLM NHD, block_size 16).
+    /// // positions 17 and 40, k and v appended to a paged bf16 cache (vLLM NHD, block_size 16).
     /// let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
     /// let (tokens, hd) = (2, 128);
     /// let mut qkv = vec![0.5f32; tokens * 48 * hd];
     /// let layout = CacheLayout::nhd(64, 16, 8, hd);
     /// let mut k_cache = vec![bf16::ZERO; 64 * 16 * 8 * hd];
     /// let mut v_cache = k_cache.clone();
-    /// let block_table = [3, 7, 0, 0, 9, 4, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]; // 2 x 10
-    /// let slots = Slots::BlockTable { block_table: &block_table, blocks_per_seq: 10 };
+    /// let block_table = [3, 7, 0, 0, 9, 4, 12, 0]; // 2 sequences x 4 blocks
+    /// let slots = Slots::BlockTable { block_table: &block_table, blocks_per_seq: 4 };
     /// rope.apply_layer(
     ///     Qkv::new(&mut qkv, tokens, HeadSet::qkv_rows(32, 8, hd)),
     ///     Dest::<f32>::InPlace,
     ///     Dest::Cache { data: &mut k_cache, layout, slots },
     ///     Dest::Cache { data: &mut v_cache, layout, slots },
-    ///     &LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 2], start: &[17, 300] }),
+    ///     &LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 2], start: &[17, 40] }),
     /// )?;
     /// // Sequence 0's token (position 17) went to block 7, slot 1; v is copied unrotated.
     /// let row = layout.row(7 * 16 + 1, 0);
     /// assert_eq!(v_cache[row].to_f32(), 0.5);
+    /// // Sequence 1's (position 40) to block 12, slot 8.
+    /// assert_eq!(v_cache[layout.row(12 * 16 + 8, 0)].to_f32(), 0.5);
     /// # Ok::<(), rope_kernels::RopeError>(())
     /// ```
     ///
