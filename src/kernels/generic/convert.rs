@@ -37,10 +37,10 @@ use core::mem::MaybeUninit;
 use half::{bf16, f16};
 
 use super::{expand_rows, Row, Simd, SimdElement, MAX_LANES};
-use crate::config::{Layout, MAX_PAIRS};
 use crate::element::Element;
 use crate::kernels::q8_0::{scale_of, BlockQ8_0, QK8_0};
 use crate::kernels::scalar::convert_value;
+use crate::kernels::shape::{Layout, MAX_PAIRS};
 use crate::kernels::ConvertArgs;
 
 /// A destination type of the convert kernels: its unit of storage, its oracle and its
