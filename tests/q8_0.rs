@@ -184,11 +184,13 @@ fn dequantize_and_errors() {
     for (a, r) in x.iter().zip(y) {
         assert!((a - r).abs() <= b.d.to_f32() / 2.0 + 1e-6, "{a} {r}");
     }
-    let mut out = [BlockQ8_0::default(); 1];
+    let canary = BlockQ8_0 { d: f16::from_bits(0xBEEF), qs: [0x5A; 32] };
+    let mut out = [canary; 1];
     assert_eq!(
         quantize_row_q8_0(&x[..31], &mut out),
         Err(RopeError::QuantizeLength { values: 31, blocks: 1 })
     );
+    assert_eq!(out, [canary], "nothing written on error");
     assert_eq!(quantize_row_q8_0(&[], &mut []), Ok(()));
     assert_eq!(core::mem::size_of::<BlockQ8_0>(), 34);
 }

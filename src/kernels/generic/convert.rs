@@ -124,9 +124,10 @@ trait Heads<O> {
 unsafe fn dispatch<S: Simd, I: SimdElement, O, H: Heads<O>>(s: S, a: &ConvertArgs<'_, I, O>) {
     let rows =
         Rows { pairs: a.cos.len(), cos: a.cos, sin: a.sin, cc: core::ptr::null(), ss: core::ptr::null() };
-    // SAFETY (each arm): forwarded; the layout and direction are the call's.
     match (a.layout, a.inverse) {
+        // SAFETY: forwarded; the layout and direction are the call's.
         (Layout::HalfSplit, false) => unsafe { H::run::<S, I, false, false>(s, a, &rows) },
+        // SAFETY: as above.
         (Layout::HalfSplit, true) => unsafe { H::run::<S, I, false, true>(s, a, &rows) },
         (Layout::Interleaved, inverse) => {
             let mut cc = Row([MaybeUninit::uninit(); 2 * MAX_PAIRS]);
