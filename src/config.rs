@@ -3,39 +3,9 @@
 use crate::error::RopeError;
 use crate::freq::{Scaling, ScalingRef};
 
-/// The largest supported `rotary_dim`. Per-call frequency and cos/sin rows live on the
-/// stack in fixed arrays of `MAX_ROTARY_DIM / 2` entries, so nothing on the hot path
-/// allocates. Real models use at most 256 (Gemma); 512 leaves room.
-pub const MAX_ROTARY_DIM: usize = 512;
+pub use crate::kernels::shape::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
 
-/// Largest number of rotated pairs, `MAX_ROTARY_DIM / 2`.
-pub const MAX_PAIRS: usize = MAX_ROTARY_DIM / 2;
-
-/// Which dimensions of a head form the rotated pairs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Layout {
-    /// Pairs `(i, i + rotary_dim / 2)`: GPT-NeoX, Llama, and Hugging Face `rotate_half`
-    /// (`transformers/models/llama/modeling_llama.py`).
-    #[default]
-    HalfSplit,
-    /// Pairs `(2i, 2i + 1)`: GPT-J (`rotate_every_two` in
-    /// `transformers/models/gptj/modeling_gptj.py`), ggml `GGML_ROPE_TYPE_NORM`, and the
-    /// rotary part of DeepSeek-V2.
-    Interleaved,
-}
-
-/// How the rotation angle `position * inv_freq` is formed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum AngleMode {
-    /// The angle is formed from the f64 `inv_freq`, so it is accurate at every position.
-    #[default]
-    Exact,
-    /// The angle is `f32(position) * inv_freq_f32` rounded in f32, as Hugging Face
-    /// transformers forms it; cos/sin of that f32 angle are then taken accurately. Use it
-    /// for parity with the reference implementation.
-    HfCompatible,
-}
+pub use crate::kernels::sincos::AngleMode;
 
 /// What a [`Rope`](crate::Rope) is built from. Construct with [`RopeConfig::new`] and
 /// adjust the public fields; [`RopeConfig::validate`] (called by `Rope::new`) checks it.

@@ -293,3 +293,45 @@ mod tests {
         assert!((f64::from(cache.table().row(3).unwrap().1[1]) - want).abs() < 6e-8);
     }
 }
+
+/// Benchmark and example hooks of the cos/sin generator (`rope_kernels::__bench::sincos`):
+/// not part of the API, may change at any time.
+#[doc(hidden)]
+pub mod sincos_bench {
+    use crate::config::AngleMode;
+    use crate::dispatch::{Tier, ALL_TIERS};
+    use crate::freq::Frequencies;
+    use crate::kernels::sincos::{sincos_fn, RowInputs, SinCos};
+
+    /// The tiers whose generator this build and CPU have.
+    pub fn tiers() -> impl Iterator<Item = Tier> {
+        ALL_TIERS.into_iter().filter(|t| sincos_fn(*t).is_some())
+    }
+
+    /// Fills a row with the generator of `tier` (the scalar one if the tier is missing).
+    pub fn fill_row(
+        tier: Tier,
+        freqs: &Frequencies,
+        mode: AngleMode,
+        position: u32,
+        cos: &mut [f32],
+        sin: &mut [f32],
+    ) {
+        let gen = match crate::dispatch::kernels_for(tier) {
+            Some(k) => SinCos::of(k),
+            None => SinCos::of(&crate::kernels::scalar::KERNELS),
+        };
+        gen.fill(&RowInputs::new(&freqs.view(), mode), position, cos, sin);
+    }
+
+    /// Fills a row with the former libm generator (the test reference).
+    pub fn fill_row_libm(
+        freqs: &Frequencies,
+        mode: AngleMode,
+        position: u32,
+        cos: &mut [f32],
+        sin: &mut [f32],
+    ) {
+        crate::cossin::fill_row_libm(freqs, mode, position, cos, sin);
+    }
+}

@@ -992,3 +992,17 @@ pub(crate) struct FreqRef<'a> {
     pub turns_lo: &'a [f64],
     pub attention_factor: f64,
 }
+
+/// The sincos kernel's inputs from a view of frequencies (the kernels know nothing of
+/// [`FreqRef`]).
+impl<'a> crate::kernels::sincos::RowInputs<'a> {
+    pub(crate) fn new(freqs: &FreqRef<'a>, mode: crate::config::AngleMode) -> Self {
+        crate::kernels::sincos::RowInputs {
+            mode,
+            turns_hi: freqs.turns_hi,
+            turns_lo: freqs.turns_lo,
+            inv_freq_f32: freqs.inv_freq_f32,
+            attention_factor: freqs.attention_factor,
+        }
+    }
+}

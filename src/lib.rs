@@ -109,11 +109,11 @@ pub struct ReadmeDoctests;
 /// Benchmark support, not part of the API: no stability promise.
 #[doc(hidden)]
 pub mod __bench {
+    pub use crate::cossin::sincos_bench as sincos;
     pub use crate::dispatch::bench_scale as scale;
     pub use crate::dispatch::{bench_convert as convert_rows, ConvertRows};
     pub use crate::dispatch::{
         bench_roofline_copy as roofline_copy, bench_roofline_in_place as roofline_in_place, RooflineRows,
     };
     pub use crate::encodings::row_kernels::bench as encodings;
-    pub use crate::kernels::sincos::bench as sincos;
 }

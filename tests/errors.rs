@@ -778,12 +778,18 @@ fn every_variant_is_produced() {
     let mrope_tests = include_str!("mrope.rs");
     // Those of the fused QK-norm + RoPE by tests/qknorm.rs, likewise.
     let qknorm_tests = include_str!("qknorm.rs");
+    // Those of the q8_0 blocks by tests/q8_0.rs, likewise.
+    let q8_0_tests = include_str!("q8_0.rs");
+    // Those of the attention-layer call (issue 17) by tests/layer.rs, likewise.
+    let layer_tests = include_str!("layer.rs");
     for v in &declared {
         assert!(
             produced.contains_key(v)
                 || encodings_tests.contains(&format!("RopeError::{v}"))
                 || mrope_tests.contains(&format!("RopeError::{v}"))
                 || qknorm_tests.contains(&format!("RopeError::{v}"))
+                || q8_0_tests.contains(&format!("RopeError::{v}"))
+                || layer_tests.contains(&format!("RopeError::{v}"))
                 || NOT_PRODUCIBLE.iter().any(|(n, _)| n == v),
             "RopeError::{v} is produced by no test"
         );

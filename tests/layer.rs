@@ -665,7 +665,6 @@ fn a_good_call_writes() {
 
 #[test]
 fn errors_write_nothing() {
-    use RopeError as E;
     let m = || (KL, Slots::Mapping(&MAP));
     let mv = || (VL, Slots::Mapping(&MAP));
     let d = LayerApply::default();
@@ -673,29 +672,33 @@ fn errors_write_nothing() {
     let mut sets = SETS;
     sets[2].offset += 1;
     expect_err(
-        E::BufferTooShort { operand: Operand::V, needed: TOKENS * 8 * HD + 1, len: TOKENS * 8 * HD },
+        RopeError::BufferTooShort { operand: Operand::V, needed: TOKENS * 8 * HD + 1, len: TOKENS * 8 * HD },
         |r, b| layer(r, b, sets, QV, m(), mv(), &d),
     );
     let mut sets = SETS;
     sets[1].head_stride = 10;
-    expect_err(E::OverlappingStrides { operand: Operand::K }, |r, b| layer(r, b, sets, QV, m(), mv(), &d));
+    expect_err(RopeError::OverlappingStrides { operand: Operand::K }, |r, b| {
+        layer(r, b, sets, QV, m(), mv(), &d)
+    });
     let mut sets = SETS;
     sets[0].token_stride = usize::MAX / 2;
-    expect_err(E::StrideOverflow { operand: Operand::Q }, |r, b| layer(r, b, sets, QV, m(), mv(), &d));
+    expect_err(RopeError::StrideOverflow { operand: Operand::Q }, |r, b| {
+        layer(r, b, sets, QV, m(), mv(), &d)
+    });
     // 2. Overlap: k over v (k's heads shifted by one head into v's).
     let mut sets = SETS;
     sets[1].offset += HD;
-    expect_err(E::OverlappingHeadSets { a: Operand::K, b: Operand::V }, |r, b| {
+    expect_err(RopeError::OverlappingHeadSets { a: Operand::K, b: Operand::V }, |r, b| {
         layer(r, b, sets, QV, m(), mv(), &d)
     });
     let mut sets = SETS;
     sets[0].heads = 5;
     let qv5 = View::bshd(TOKENS, 5, HD);
-    expect_err(E::OverlappingHeadSets { a: Operand::Q, b: Operand::K }, |r, b| {
+    expect_err(RopeError::OverlappingHeadSets { a: Operand::Q, b: Operand::K }, |r, b| {
         layer(r, b, sets, qv5, m(), mv(), &d)
     });
     // 3. In place into another type; q8_0 with a partial block; destination shapes.
-    expect_err(E::UnsupportedTypePair { operand: Operand::QOut }, |r, b| {
+    expect_err(RopeError::UnsupportedTypePair { operand: Operand::QOut }, |r, b| {
         r.apply_layer(
             Qkv::new(&mut b.qkv, TOKENS, SETS),
             Dest::<f16>::InPlace,
@@ -704,7 +707,7 @@ fn errors_write_nothing() {
             &d,
         )
     });
-    expect_err(E::PartialQuantBlock { operand: Operand::KOut, head_dim: 48 }, |_, b| {
+    expect_err(RopeError::PartialQuantBlock { operand: Operand::KOut, head_dim: 48 }, |_, b| {
         let rope = Rope::new(RopeConfig::new(48, 10_000.0)).unwrap();
         rope.apply_layer(
             Qkv::new(&mut b.qkv, TOKENS, HeadSet::qkv_rows(4, 2, 48)),
@@ -716,23 +719,23 @@ fn errors_write_nothing() {
     });
     let qv_short = View::bshd(TOKENS, 4, HD + 1);
     expect_err(
-        E::BufferTooShort { operand: Operand::QOut, needed: 3 * 4 * 65 - 1, len: 3 * 4 * 64 },
+        RopeError::BufferTooShort { operand: Operand::QOut, needed: 3 * 4 * 65 - 1, len: 3 * 4 * 64 },
         |r, b| layer(r, b, SETS, qv_short, m(), mv(), &d),
     );
-    expect_err(E::ShapeMismatch { operand: Operand::QOut }, |r, b| {
+    expect_err(RopeError::ShapeMismatch { operand: Operand::QOut }, |r, b| {
         layer(r, b, SETS, View::bshd(2, 4, HD), m(), mv(), &d)
     });
-    expect_err(E::ShapeMismatch { operand: Operand::QOut }, |r, b| {
+    expect_err(RopeError::ShapeMismatch { operand: Operand::QOut }, |r, b| {
         layer(r, b, SETS, View::bshd(3, 3, HD), m(), mv(), &d)
     });
     let big = CacheLayout::nhd(5, 4, 2, HD);
     expect_err(
-        E::BufferTooShort { operand: Operand::KOut, needed: 5 * 4 * 2 * HD, len: 16 * 2 * HD },
+        RopeError::BufferTooShort { operand: Operand::KOut, needed: 5 * 4 * 2 * HD, len: 16 * 2 * HD },
         |r, b| layer(r, b, SETS, QV, (big, Slots::Mapping(&MAP)), mv(), &d),
     );
     let mut lap = KL;
     lap.slot_stride = HD;
-    expect_err(E::OverlappingStrides { operand: Operand::KOut }, |r, b| {
+    expect_err(RopeError::OverlappingStrides { operand: Operand::KOut }, |r, b| {
         layer(r, b, SETS, QV, (lap, Slots::Mapping(&MAP)), mv(), &d)
     });
     // 4. The batch.
@@ -744,70 +747,75 @@ fn errors_write_nothing() {
     ] {
         let start = vec![0; indptr.len().saturating_sub(1)];
         let o = LayerApply::batch(Batch::Ragged { indptr, start: &start });
-        expect_err(E::InvalidIndptr { reason }, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
+        expect_err(RopeError::InvalidIndptr { reason }, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
     }
     let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[0] });
-    expect_err(E::InvalidIndptr { reason: "start has other than indptr.len() - 1 entries" }, |r, b| {
-        layer(r, b, SETS, QV, m(), mv(), &o)
-    });
+    expect_err(
+        RopeError::InvalidIndptr { reason: "start has other than indptr.len() - 1 entries" },
+        |r, b| layer(r, b, SETS, QV, m(), mv(), &o),
+    );
     let o = LayerApply::batch(Batch::RaggedIds { indptr: &[0, 1, 3], position_ids: &[0, 1] });
-    expect_err(E::PositionCountMismatch { tokens: 3, positions: 2 }, |r, b| {
+    expect_err(RopeError::PositionCountMismatch { tokens: 3, positions: 2 }, |r, b| {
         layer(r, b, SETS, QV, m(), mv(), &o)
     });
     let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[0, u32::MAX] });
-    expect_err(E::PositionOverflow, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
+    expect_err(RopeError::PositionOverflow, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
     let o = LayerApply::batch(Batch::Single(Positions::Start(u32::MAX - 1)));
-    expect_err(E::PositionOverflow, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
+    expect_err(RopeError::PositionOverflow, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
     // 5. Slots.
-    expect_err(E::SlotMappingLength { operand: Operand::KOut, tokens: 3, len: 2 }, |r, b| {
+    expect_err(RopeError::SlotMappingLength { operand: Operand::KOut, tokens: 3, len: 2 }, |r, b| {
         layer(r, b, SETS, QV, (KL, Slots::Mapping(&[1, 2])), mv(), &d)
     });
-    expect_err(E::SlotOutOfRange { operand: Operand::KOut, token: 1, slot: 16, slots: 16 }, |r, b| {
-        layer(r, b, SETS, QV, (KL, Slots::Mapping(&[1, 16, 2])), mv(), &d)
-    });
-    expect_err(E::SlotOutOfRange { operand: Operand::VOut, token: 2, slot: -2, slots: 16 }, |r, b| {
-        layer(r, b, SETS, QV, m(), (VL, Slots::Mapping(&[1, 3, -2])), &d)
-    });
-    expect_err(E::DuplicateSlot { operand: Operand::KOut, token: 2, slot: 5 }, |r, b| {
+    expect_err(
+        RopeError::SlotOutOfRange { operand: Operand::KOut, token: 1, slot: 16, slots: 16 },
+        |r, b| layer(r, b, SETS, QV, (KL, Slots::Mapping(&[1, 16, 2])), mv(), &d),
+    );
+    expect_err(
+        RopeError::SlotOutOfRange { operand: Operand::VOut, token: 2, slot: -2, slots: 16 },
+        |r, b| layer(r, b, SETS, QV, m(), (VL, Slots::Mapping(&[1, 3, -2])), &d),
+    );
+    expect_err(RopeError::DuplicateSlot { operand: Operand::KOut, token: 2, slot: 5 }, |r, b| {
         layer(r, b, SETS, QV, (KL, Slots::Mapping(&[5, 1, 5])), mv(), &d)
     });
-    expect_err(E::DuplicateSlot { operand: Operand::VOut, token: 1, slot: 7 }, |r, b| {
+    expect_err(RopeError::DuplicateSlot { operand: Operand::VOut, token: 1, slot: 7 }, |r, b| {
         layer(r, b, SETS, QV, m(), (VL, Slots::Mapping(&[7, 7, -1])), &d)
     });
     // Skipped tokens never collide.
     let rope = Rope::new(RopeConfig::new(HD, 10_000.0)).unwrap();
     layer(&rope, &mut bufs(), SETS, QV, (KL, Slots::Mapping(&[-1, 4, -1])), mv(), &d).unwrap();
     let o = LayerApply::batch(Batch::Single(Positions::Start(14)));
-    expect_err(E::SlotOutOfRange { operand: Operand::KOut, token: 2, slot: 16, slots: 16 }, |r, b| {
-        layer(r, b, SETS, QV, (KL, Slots::Positions), mv(), &o)
-    });
+    expect_err(
+        RopeError::SlotOutOfRange { operand: Operand::KOut, token: 2, slot: 16, slots: 16 },
+        |r, b| layer(r, b, SETS, QV, (KL, Slots::Positions), mv(), &o),
+    );
     // Two sequences of two blocks each; sequence 1's positions 7, 8 need its block 2.
     let bt = [0u32, 1, 2, 3];
     let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[0, 7] });
     let slots = Slots::BlockTable { block_table: &bt, blocks_per_seq: 2 };
-    expect_err(E::BlockTableTooShort { operand: Operand::KOut, sequence: 1, position: 8 }, |r, b| {
+    expect_err(RopeError::BlockTableTooShort { operand: Operand::KOut, sequence: 1, position: 8 }, |r, b| {
         layer(r, b, SETS, QV, (KL, slots), mv(), &o)
     });
     // blocks_per_seq 3 but a table of 4 entries: position 7 of sequence 1 reads entry 3 + 1.
     let slots = Slots::BlockTable { block_table: &bt, blocks_per_seq: 3 };
-    expect_err(E::BlockTableTooShort { operand: Operand::KOut, sequence: 1, position: 7 }, |r, b| {
+    expect_err(RopeError::BlockTableTooShort { operand: Operand::KOut, sequence: 1, position: 7 }, |r, b| {
         layer(r, b, SETS, QV, (KL, slots), mv(), &o)
     });
     let bt = [0u32, 4, 2, 3];
     let slots = Slots::BlockTable { block_table: &bt, blocks_per_seq: 2 };
     let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[4, 2] });
-    expect_err(E::BlockOutOfRange { operand: Operand::KOut, token: 0, block: 4, num_blocks: 4 }, |r, b| {
-        layer(r, b, SETS, QV, (KL, slots), mv(), &o)
-    });
+    expect_err(
+        RopeError::BlockOutOfRange { operand: Operand::KOut, token: 0, block: 4, num_blocks: 4 },
+        |r, b| layer(r, b, SETS, QV, (KL, slots), mv(), &o),
+    );
     // Two sequences sharing a block: a duplicate found by the quadratic pass.
     let bt = [3u32, 1, 0, 3];
     let slots = Slots::BlockTable { block_table: &bt, blocks_per_seq: 2 };
     let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[1, 5] });
-    expect_err(E::DuplicateSlot { operand: Operand::KOut, token: 1, slot: 13 }, |r, b| {
+    expect_err(RopeError::DuplicateSlot { operand: Operand::KOut, token: 1, slot: 13 }, |r, b| {
         layer(r, b, SETS, QV, (KL, slots), mv(), &o)
     });
     let zero = CacheLayout::nhd(0, 0, 2, HD);
-    expect_err(E::SlotOutOfRange { operand: Operand::KOut, token: 0, slot: 0, slots: 0 }, |r, b| {
+    expect_err(RopeError::SlotOutOfRange { operand: Operand::KOut, token: 0, slot: 0, slots: 0 }, |r, b| {
         layer(r, b, SETS, QV, (zero, Slots::BlockTable { block_table: &[0], blocks_per_seq: 1 }), mv(), &d)
     });
     // 6. The table.
@@ -815,9 +823,11 @@ fn errors_write_nothing() {
     let (mut cos, mut sin) = (vec![0.0; 2 * 32], vec![0.0; 2 * 32]);
     rope.fill_table(0, &mut cos, &mut sin).unwrap();
     let o = LayerApply::default().with_table(CosSinTable::new(&cos, &sin, 32).unwrap());
-    expect_err(E::PositionOutOfRange { position: 2, rows: 2 }, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
+    expect_err(RopeError::PositionOutOfRange { position: 2, rows: 2 }, |r, b| {
+        layer(r, b, SETS, QV, m(), mv(), &o)
+    });
     let o = LayerApply::default().with_table(CosSinTable::new(&cos, &sin, 16).unwrap());
-    expect_err(E::TableShape, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
+    expect_err(RopeError::TableShape, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
 }
 
 /// Zero tokens is an `Ok` no-op; an empty ragged batch too.

@@ -16,7 +16,8 @@ use rope_kernels::{f16, quantize_row_q8_0, BlockQ8_0, Layout, RopeError, Tier};
 /// ggml's `quantize_row_q8_0_ref`, transcribed: per block of 32,
 /// `amax = MAX(amax, fabsf(v))` (`MAX(a, b)` is `a > b ? a : b`), `d = amax / ((1 << 7) - 1)`,
 /// `id = d ? 1.0f / d : 0.0f`, `y.d = GGML_FP32_TO_FP16(d)` (round to nearest even),
-/// `y.qs[j] = roundf(x[j] * id)` (half away from zero).
+/// `y.qs[j] = roundf(x[j] * id)` (half away from zero). (`from_f32_const`: `half`'s software
+/// rounding, which Miri can run whatever the target features.)
 fn ggml_quantize_row_q8_0_ref(x: &[f32]) -> Vec<BlockQ8_0> {
     assert_eq!(x.len() % 32, 0);
     x.chunks(32)
@@ -34,7 +35,7 @@ fn ggml_quantize_row_q8_0_ref(x: &[f32]) -> Vec<BlockQ8_0> {
                 assert!((-128.0..=127.0).contains(&r), "outside ggml's defined range: {r}");
                 *q = r as i8;
             }
-            BlockQ8_0 { d: f16::from_f32(d), qs }
+            BlockQ8_0 { d: f16::from_f32_const(d), qs }
         })
         .collect()
 }
@@ -183,11 +184,13 @@ fn dequantize_and_errors() {
     for (a, r) in x.iter().zip(y) {
         assert!((a - r).abs() <= b.d.to_f32() / 2.0 + 1e-6, "{a} {r}");
     }
-    let mut out = [BlockQ8_0::default(); 1];
+    let canary = BlockQ8_0 { d: f16::from_bits(0xBEEF), qs: [0x5A; 32] };
+    let mut out = [canary; 1];
     assert_eq!(
         quantize_row_q8_0(&x[..31], &mut out),
         Err(RopeError::QuantizeLength { values: 31, blocks: 1 })
     );
+    assert_eq!(out, [canary], "nothing written on error");
     assert_eq!(quantize_row_q8_0(&[], &mut []), Ok(()));
     assert_eq!(core::mem::size_of::<BlockQ8_0>(), 34);
 }

@@ -46,8 +46,8 @@ use core::ptr;
 use half::{bf16, f16};
 
 use super::RotateArgs;
-use crate::config::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
 use crate::element::Element;
+use crate::kernels::shape::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
 
 pub(crate) mod convert;
 pub(crate) mod qknorm;

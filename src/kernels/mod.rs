@@ -17,10 +17,10 @@
 
 use half::{bf16, f16};
 
-use crate::config::Layout;
 use crate::dispatch::Tier;
 use crate::element::Element;
-pub(crate) use crate::encodings::row_kernels::{AddRowFn, AlibiRowFn};
+use crate::kernels::shape::Layout;
+pub(crate) use rows::{AddRowFn, AlibiRowFn};
 
 // The NEON tier reads a bf16 pair as one little-endian word; aarch64_be gets Portable.
 #[cfg(all(target_arch = "aarch64", target_endian = "little"))]
@@ -31,7 +31,9 @@ pub(crate) mod mutant;
 pub(crate) mod portable;
 pub(crate) mod q8_0;
 pub(crate) mod roofline;
+pub(crate) mod rows;
 pub(crate) mod scalar;
+pub(crate) mod shape;
 pub(crate) mod sincos;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_64;

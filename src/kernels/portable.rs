@@ -13,8 +13,8 @@ use wide::{f32x4, u32x4};
 use super::generic::convert::ConvertOut;
 use super::generic::{self, Simd, SimdElement};
 use super::{kernels_table, ConvertArgs, Kernels, RotateArgs};
-use crate::config::Layout;
 use crate::dispatch::Tier;
+use crate::kernels::shape::Layout;
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Portable, super::sincos::portable::fill_row);
 

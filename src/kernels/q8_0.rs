@@ -1,28 +1,7 @@
 //! ggml's `q8_0` blocks and the destination element types of the convert kernels.
 //!
-//! A [`BlockQ8_0`] holds 32 values as one f16 scale `d` and 32 signed bytes `qs`, the value
-//! `j` being `d * qs[j]` (ggml `block_q8_0`, `ggml/src/ggml-common.h`). The quantization is
-//! ggml's reference quantizer `quantize_row_q8_0_ref` (`ggml/src/ggml-quants.c`), in f32:
-//!
-//! ```text
-//! amax = max_j |x[j]|
-//! d    = amax / 127
-//! id   = d != 0 ? 1 / d : 0
-//! qs[j] = roundf(x[j] * id)            (round half away from zero)
-//! d is stored as f16, rounded to nearest even
-//! ```
-//!
-//! ggml's C leaves inputs that make `x[j] * id` non-finite undefined (a float to `int8_t`
-//! conversion out of range). Here every input has one defined result, the same on every
-//! tier:
-//! - a block holding a NaN: `d` is the canonical f16 NaN (`0x7E00`), every `qs` 0;
-//! - a block holding an infinity (and no NaN): `d` is `+inf` (`0x7C00`), every `qs` 0;
-//! - otherwise each `x[j] * id` that is NaN (`0 * inf`, when `d` is so small that `1 / d`
-//!   overflows: a block of subnormals) gives 0, and each quotient is clamped to
-//!   `-127..=127` before rounding. For every block where ggml's result is defined this is
-//!   ggml's result (`|x[j] * id| <= 127.00003` there).
-//!
-//! `d` itself may round to f16 infinity (`amax > 65504 * 127`) or zero, as in ggml.
+//! The layout, the quantization (ggml's reference arithmetic) and the defined results for
+//! non-finite inputs are documented on [`BlockQ8_0`].
 
 use half::{bf16, f16};
 
@@ -34,6 +13,30 @@ pub const QK8_0: usize = 32;
 /// One ggml `q8_0` block (`block_q8_0` in ggml's `ggml-common.h`): 32 values as
 /// `d * qs[j]`. 34 bytes, no padding, the layout ggml and llama.cpp store in a `q8_0`
 /// tensor (a KV cache of type `GGML_TYPE_Q8_0`).
+///
+/// The quantization ([`BlockQ8_0::quantize`], [`quantize_row_q8_0`], and the kernels that
+/// write rotated rows as `q8_0`) is
+/// ggml's reference quantizer `quantize_row_q8_0_ref` (`ggml/src/ggml-quants.c`), in f32:
+///
+/// ```text
+/// amax = max_j |x[j]|
+/// d    = amax / 127
+/// id   = d != 0 ? 1 / d : 0
+/// qs[j] = roundf(x[j] * id)            (round half away from zero)
+/// d is stored as f16, rounded to nearest even
+/// ```
+///
+/// ggml's C leaves inputs that make `x[j] * id` non-finite undefined (a float to `int8_t`
+/// conversion out of range). Here every input has one defined result, the same on every
+/// tier:
+/// - a block holding a NaN: `d` is the canonical f16 NaN (`0x7E00`), every `qs` 0;
+/// - a block holding an infinity (and no NaN): `d` is `+inf` (`0x7C00`), every `qs` 0;
+/// - otherwise each `x[j] * id` that is NaN (`0 * inf`, when `d` is so small that `1 / d`
+///   overflows: a block of subnormals) gives 0, and each quotient is clamped to
+///   `-127..=127` before rounding. For every block where ggml's result is defined this is
+///   ggml's result (`|x[j] * id| <= 127.00003` there).
+///
+/// `d` itself may round to f16 infinity (`amax > 65504 * 127`) or zero, as in ggml.
 ///
 /// Equality is bitwise (the scale's f16 bits and the quants), so a block equals itself even
 /// when its scale is NaN.
@@ -56,8 +59,8 @@ impl PartialEq for BlockQ8_0 {
 impl Eq for BlockQ8_0 {}
 
 impl BlockQ8_0 {
-    /// Quantizes 32 values (the reference quantizer: see the [module docs](self) for the
-    /// arithmetic and for non-finite inputs).
+    /// Quantizes 32 values (the reference quantizer: see [`BlockQ8_0`] for the arithmetic
+    /// and for non-finite inputs).
     pub fn quantize(x: &[f32; QK8_0]) -> BlockQ8_0 {
         if x.iter().any(|v| v.is_nan()) {
             return BlockQ8_0 { d: f16::from_bits(crate::CANONICAL_NAN_F16), qs: [0; QK8_0] };
@@ -88,7 +91,7 @@ pub(crate) fn scale_of(amax: f32) -> (f32, f32) {
 }
 
 /// `x * id` rounded half away from zero to an i8: NaN gives 0, the rest is clamped to
-/// `-127..=127` first (see the module docs). For finite `|q| <= 127.5` it is C's
+/// `-127..=127` first (see [`BlockQ8_0`]). For finite `|q| <= 127.5` it is C's
 /// `roundf(q)`: `t = trunc(q)`, `t + trunc(2 * (q - t))` (both steps exact), which is what
 /// the vector tiers compute.
 #[inline(always)]
@@ -105,7 +108,7 @@ pub(crate) fn round_q8(q: f32) -> i8 {
 }
 
 /// Quantizes a row of f32 to `q8_0` blocks with ggml's reference arithmetic
-/// (`quantize_row_q8_0_ref`; see [`BlockQ8_0`] and the [module docs](self)): block `b`
+/// (`quantize_row_q8_0_ref`; see [`BlockQ8_0`]): block `b`
 /// holds `x[32 * b .. 32 * b + 32]`.
 ///
 /// # Errors

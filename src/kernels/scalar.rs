@@ -6,15 +6,15 @@
 use super::generic::convert::ConvertOut;
 use super::q8_0::QK8_0;
 use super::{kernels_table, ConvertArgs, Kernels, RotateArgs};
-use crate::config::Layout;
 use crate::dispatch::Tier;
 use crate::element::Element;
+use crate::kernels::shape::Layout;
 // The table's encoding row kernels are the oracles themselves.
 // The per-head norm's oracle (fused QK-norm + RoPE).
 pub(crate) use super::generic::qknorm::{
     norm_heads_scalar as norm_heads, norm_rope_heads_scalar as norm_rope_heads,
 };
-pub(crate) use crate::encodings::row_kernels::{add_row_scalar as add_row, alibi_row_scalar as alibi_row};
+pub(crate) use super::rows::{add_row_scalar as add_row, alibi_row_scalar as alibi_row};
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Scalar, super::sincos::scalar::fill_row);
 

@@ -52,12 +52,14 @@ impl HeadSet {
     /// `[tokens][q_heads + 2 * kv_heads][head_dim]` (Llama `qkv_proj`, vLLM
     /// `QKVParallelLinear`, llama.cpp's fused `wqkv`): `[q, k, v]`.
     pub const fn qkv_rows(q_heads: usize, kv_heads: usize, head_dim: usize) -> [HeadSet; 3] {
-        let token_stride = (q_heads + 2 * kv_heads) * head_dim;
-        let (head_stride, k) = (head_dim, q_heads * head_dim);
+        // Saturating: an absurd shape gives a set that no buffer fits (an error), not a panic.
+        let token_stride = q_heads.saturating_add(kv_heads.saturating_mul(2)).saturating_mul(head_dim);
+        let (head_stride, k) = (head_dim, q_heads.saturating_mul(head_dim));
+        let v = k.saturating_add(kv_heads.saturating_mul(head_dim));
         [
             HeadSet { offset: 0, heads: q_heads, token_stride, head_stride },
             HeadSet { offset: k, heads: kv_heads, token_stride, head_stride },
-            HeadSet { offset: k + kv_heads * head_dim, heads: kv_heads, token_stride, head_stride },
+            HeadSet { offset: v, heads: kv_heads, token_stride, head_stride },
         ]
     }
 
@@ -65,11 +67,12 @@ impl HeadSet {
     /// (transformers `GPTNeoXAttention`: `qkv.view(..., heads, 3 * head_size)`, then q, k, v
     /// are the three `head_size` thirds of each head): `[q, k, v]`.
     pub const fn neox_qkv(heads: usize, head_dim: usize) -> [HeadSet; 3] {
-        let (token_stride, head_stride) = (heads * 3 * head_dim, 3 * head_dim);
+        let head_stride = head_dim.saturating_mul(3);
+        let token_stride = heads.saturating_mul(head_stride);
         [
             HeadSet { offset: 0, heads, token_stride, head_stride },
             HeadSet { offset: head_dim, heads, token_stride, head_stride },
-            HeadSet { offset: 2 * head_dim, heads, token_stride, head_stride },
+            HeadSet { offset: head_dim.saturating_mul(2), heads, token_stride, head_stride },
         ]
     }
 
@@ -135,11 +138,12 @@ impl CacheLayout {
     /// (`reshape_and_cache_flash`, NHD); `head_len` is `head_dim` (`head_dim / 32` blocks for
     /// a `q8_0` cache).
     pub const fn nhd(num_blocks: usize, block_size: usize, kv_heads: usize, head_len: usize) -> Self {
-        let slot_stride = kv_heads * head_len;
+        // Saturating: an absurd shape gives a layout that no buffer fits (an error), not a panic.
+        let slot_stride = kv_heads.saturating_mul(head_len);
         CacheLayout {
             num_blocks,
             block_size,
-            block_stride: block_size * slot_stride,
+            block_stride: block_size.saturating_mul(slot_stride),
             slot_stride,
             head_stride: head_len,
         }
@@ -148,11 +152,11 @@ impl CacheLayout {
     /// `[num_blocks][kv_heads][block_size][head_len]` (HND: each head's slots of a block are
     /// contiguous, as FlashInfer's `HND` paged layout).
     pub const fn hnd(num_blocks: usize, block_size: usize, kv_heads: usize, head_len: usize) -> Self {
-        let head_stride = block_size * head_len;
+        let head_stride = block_size.saturating_mul(head_len);
         CacheLayout {
             num_blocks,
             block_size,
-            block_stride: kv_heads * head_stride,
+            block_stride: kv_heads.saturating_mul(head_stride),
             slot_stride: head_len,
             head_stride,
         }
@@ -169,12 +173,24 @@ impl CacheLayout {
         self.num_blocks.saturating_mul(self.block_size)
     }
 
-    /// The first element of slot `slot`, head `head` (unchecked arithmetic: for a slot
-    /// below [`slots`](Self::slots) of a layout that fits its buffer it cannot overflow).
+    /// The first element of slot `slot`, head `head`: `(slot / block_size) * block_stride +
+    /// (slot % block_size) * slot_stride + head * head_stride` (saturating; 0 when
+    /// `block_size` is 0).
     pub const fn row(&self, slot: usize, head: usize) -> usize {
-        (slot / self.block_size) * self.block_stride
-            + (slot % self.block_size) * self.slot_stride
-            + head * self.head_stride
+        if self.block_size == 0 {
+            return 0;
+        }
+        (slot / self.block_size)
+            .saturating_mul(self.block_stride)
+            .saturating_add((slot % self.block_size).saturating_mul(self.slot_stride))
+            .saturating_add(head.saturating_mul(self.head_stride))
+    }
+
+    /// [`CacheLayout::row`] of a slot below [`slots`](Self::slots) of a layout validated
+    /// against its buffer (cannot overflow there), head 0.
+    #[inline(always)]
+    fn slot_row(&self, slot: usize) -> usize {
+        (slot / self.block_size) * self.block_stride + (slot % self.block_size) * self.slot_stride
     }
 
     /// Checks the layout for `heads` heads of `head_len` units against a buffer of `len`
@@ -791,14 +807,14 @@ unsafe fn write_token<I: Element, O: CacheElement>(part: &Part<'_>, s: &Step<'_>
             unsafe { I::rotate_fn(p.kernels)(&args) };
             return;
         }
-        // SAFETY: token t of a view validated against the tensor's buffer.
         Target::Rows { dst, view, .. } => {
+            // SAFETY: token t of a view validated against the tensor's buffer.
             (unsafe { dst.cast::<O>().add(s.t * view.token_stride) }, view.head_stride)
         }
         Target::Cache { dst, layout, ref slots, .. } => {
             let Some(slot) = slot_of(slots, layout.block_size, s.t, s.seq, s.pos) else { return };
             // SAFETY: a slot below `layout.slots()` (checked) of a layout that fits the cache.
-            (unsafe { dst.cast::<O>().add(layout.row(slot, 0)) }, layout.head_stride)
+            (unsafe { dst.cast::<O>().add(layout.slot_row(slot)) }, layout.head_stride)
         }
     };
     let args = ConvertArgs {
@@ -1013,25 +1029,27 @@ impl Rope {
     /// use rope_kernels::{bf16, Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Rope, RopeConfig, Slots};
     ///
     /// // Llama-3.1-8B shapes: 32 q heads, 8 kv heads, head_dim 128. Decode of 2 sequences at
-    /// // positions 17 and 300, k and v appended to a paged bf16 cache (vLLM NHD, block_size 16).
+    /// // positions 17 and 40, k and v appended to a paged bf16 cache (vLLM NHD, block_size 16).
     /// let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
     /// let (tokens, hd) = (2, 128);
     /// let mut qkv = vec![0.5f32; tokens * 48 * hd];
     /// let layout = CacheLayout::nhd(64, 16, 8, hd);
     /// let mut k_cache = vec![bf16::ZERO; 64 * 16 * 8 * hd];
     /// let mut v_cache = k_cache.clone();
-    /// let block_table = [3, 7, 0, 0, 9, 4, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]; // 2 x 10
-    /// let slots = Slots::BlockTable { block_table: &block_table, blocks_per_seq: 10 };
+    /// let block_table = [3, 7, 0, 0, 9, 4, 12, 0]; // 2 sequences x 4 blocks
+    /// let slots = Slots::BlockTable { block_table: &block_table, blocks_per_seq: 4 };
     /// rope.apply_layer(
     ///     Qkv::new(&mut qkv, tokens, HeadSet::qkv_rows(32, 8, hd)),
     ///     Dest::<f32>::InPlace,
     ///     Dest::Cache { data: &mut k_cache, layout, slots },
     ///     Dest::Cache { data: &mut v_cache, layout, slots },
-    ///     &LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 2], start: &[17, 300] }),
+    ///     &LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 2], start: &[17, 40] }),
     /// )?;
     /// // Sequence 0's token (position 17) went to block 7, slot 1; v is copied unrotated.
     /// let row = layout.row(7 * 16 + 1, 0);
     /// assert_eq!(v_cache[row].to_f32(), 0.5);
+    /// // Sequence 1's (position 40) to block 12, slot 8.
+    /// assert_eq!(v_cache[layout.row(12 * 16 + 8, 0)].to_f32(), 0.5);
     /// # Ok::<(), rope_kernels::RopeError>(())
     /// ```
     ///

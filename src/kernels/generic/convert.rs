@@ -37,10 +37,10 @@ use core::mem::MaybeUninit;
 use half::{bf16, f16};
 
 use super::{expand_rows, Row, Simd, SimdElement, MAX_LANES};
-use crate::config::{Layout, MAX_PAIRS};
 use crate::element::Element;
 use crate::kernels::q8_0::{scale_of, BlockQ8_0, QK8_0};
 use crate::kernels::scalar::convert_value;
+use crate::kernels::shape::{Layout, MAX_PAIRS};
 use crate::kernels::ConvertArgs;
 
 /// A destination type of the convert kernels: its unit of storage, its oracle and its
@@ -124,9 +124,10 @@ trait Heads<O> {
 unsafe fn dispatch<S: Simd, I: SimdElement, O, H: Heads<O>>(s: S, a: &ConvertArgs<'_, I, O>) {
     let rows =
         Rows { pairs: a.cos.len(), cos: a.cos, sin: a.sin, cc: core::ptr::null(), ss: core::ptr::null() };
-    // SAFETY (each arm): forwarded; the layout and direction are the call's.
     match (a.layout, a.inverse) {
+        // SAFETY: forwarded; the layout and direction are the call's.
         (Layout::HalfSplit, false) => unsafe { H::run::<S, I, false, false>(s, a, &rows) },
+        // SAFETY: as above.
         (Layout::HalfSplit, true) => unsafe { H::run::<S, I, false, true>(s, a, &rows) },
         (Layout::Interleaved, inverse) => {
             let mut cc = Row([MaybeUninit::uninit(); 2 * MAX_PAIRS]);

@@ -37,8 +37,8 @@ use core::mem::MaybeUninit;
 use half::bf16;
 
 use super::{heads_ahead, prefetch_range, store_words, Row, Simd, SimdElement, MAX_LANES, SPLIT_ENTRIES};
-use crate::config::{Layout, MAX_ROTARY_DIM};
 use crate::element::Element;
+use crate::kernels::shape::{Layout, MAX_ROTARY_DIM};
 use crate::kernels::RotateArgs;
 
 /// Partial sums of `sum(x²)`: the fixed reduction width of every tier.

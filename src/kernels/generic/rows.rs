@@ -4,7 +4,7 @@
 //!
 //! # Operation order (bit-identity with the scalar oracles)
 //! The oracles are `add_row_scalar` and `alibi_row_scalar` in
-//! `src/encodings/row_kernels.rs`; every lane computes exactly what they compute, without
+//! `src/kernels/rows.rs`; every lane computes exactly what they compute, without
 //! fusing:
 //!
 //! - add: `y = x + pe` (both widened exactly to f32), one f32 add, rounded once to the
@@ -29,7 +29,7 @@
 //! (1.45 to 1.35 ms on AVX2). Aligning the stores to the vector size first did not help.
 
 use super::{Pad, Simd, SimdElement, MAX_LANES};
-use crate::encodings::row_kernels::alibi_row_scalar;
+use crate::kernels::rows::alibi_row_scalar;
 
 /// Lane indices `0, 1, 2, ..`, exact in f32.
 static IOTA: [f32; MAX_LANES] = {
@@ -49,7 +49,7 @@ const PREFETCH_BYTES: usize = 1024;
 const EXACT_DISTANCE: i64 = 1 << 24;
 
 /// `x[i] = round_T(x[i] + pe[i])` for `i < n`: the vector form of
-/// [`AddRowFn`](crate::encodings::row_kernels::AddRowFn).
+/// [`AddRowFn`](crate::kernels::rows::AddRowFn).
 ///
 /// # Safety
 /// The contract of `AddRowFn` (`x .. x + n` valid for reads and writes, `pe .. pe + n`
@@ -100,7 +100,7 @@ pub(crate) unsafe fn add_row<S: Simd, T: SimdElement, P: SimdElement>(
 }
 
 /// The ALiBi bias of one query row added to `n` scores: the vector form of
-/// [`AlibiRowFn`](crate::encodings::row_kernels::AlibiRowFn).
+/// [`AlibiRowFn`](crate::kernels::rows::AlibiRowFn).
 ///
 /// # Safety
 /// The contract of `AlibiRowFn` (`row .. row + n` valid for reads and writes,

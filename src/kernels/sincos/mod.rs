@@ -93,9 +93,7 @@
 //! another (a tail is computed in a zero-padded vector). So every tier produces the scalar
 //! tier's bits; `tests::tiers_bit_identical` checks it.
 
-use crate::config::AngleMode;
 use crate::dispatch::Tier;
-use crate::freq::FreqRef;
 use crate::kernels::Kernels;
 
 #[cfg(target_arch = "x86_64")]
@@ -170,7 +168,21 @@ pub(crate) trait F64Simd: Copy {
     }
 }
 
-/// What a row is computed from: the per-frequency inputs held by a [`Frequencies`].
+/// How the rotation angle `position * inv_freq` is formed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum AngleMode {
+    /// The angle is formed from the f64 `inv_freq`, so it is accurate at every position.
+    #[default]
+    Exact,
+    /// The angle is `f32(position) * inv_freq_f32` rounded in f32, as Hugging Face
+    /// transformers forms it; cos/sin of that f32 angle are then taken accurately. Use it
+    /// for parity with the reference implementation.
+    HfCompatible,
+}
+
+/// What a row is computed from: the per-frequency inputs a `Frequencies` holds (built by
+/// `RowInputs::new` in `freq.rs`, above the kernels).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RowInputs<'a> {
     pub mode: AngleMode,
@@ -183,17 +195,7 @@ pub(crate) struct RowInputs<'a> {
     pub attention_factor: f64,
 }
 
-impl<'a> RowInputs<'a> {
-    pub(crate) fn new(freqs: &FreqRef<'a>, mode: AngleMode) -> Self {
-        RowInputs {
-            mode,
-            turns_hi: freqs.turns_hi,
-            turns_lo: freqs.turns_lo,
-            inv_freq_f32: freqs.inv_freq_f32,
-            attention_factor: freqs.attention_factor,
-        }
-    }
-
+impl RowInputs<'_> {
     /// Pairs this row has inputs for.
     fn pairs(&self) -> usize {
         match self.mode {
@@ -441,43 +443,5 @@ pub(crate) fn fill_row<S: F64Simd>(
                 block(s, p, hi, lo, af, cs.into_remainder(), ss.into_remainder());
             }
         }
-    }
-}
-
-/// Benchmark and example hooks: not part of the API, may change at any time.
-#[doc(hidden)]
-pub mod bench {
-    use super::{sincos_fn, RowInputs, SinCos};
-    use crate::config::AngleMode;
-    use crate::dispatch::{Tier, ALL_TIERS};
-    use crate::freq::Frequencies;
-
-    /// The tiers whose generator this build and CPU have.
-    pub fn tiers() -> impl Iterator<Item = Tier> {
-        ALL_TIERS.into_iter().filter(|t| sincos_fn(*t).is_some())
-    }
-
-    /// Fills a row with the generator of `tier` (the scalar one if the tier is missing).
-    pub fn fill_row(
-        tier: Tier,
-        freqs: &Frequencies,
-        mode: AngleMode,
-        position: u32,
-        cos: &mut [f32],
-        sin: &mut [f32],
-    ) {
-        let gen = SinCos { f: sincos_fn(tier).unwrap_or(super::scalar::fill_row) };
-        gen.fill(&RowInputs::new(&freqs.view(), mode), position, cos, sin);
-    }
-
-    /// Fills a row with the former libm generator (the test reference).
-    pub fn fill_row_libm(
-        freqs: &Frequencies,
-        mode: AngleMode,
-        position: u32,
-        cos: &mut [f32],
-        sin: &mut [f32],
-    ) {
-        crate::cossin::fill_row_libm(freqs, mode, position, cos, sin);
     }
 }
