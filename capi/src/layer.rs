@@ -458,10 +458,13 @@ unsafe fn check<'a>(
 
 /// The typed slice of a buffer that [`raw_buf`] checked for `T`'s dtype.
 ///
+/// Out of line, as [`dest`]: one instance per element type, not per combination.
+///
 /// # Safety
 /// `b` came from [`raw_buf`] with the dtype of `T` (same size and alignment: `f16`/`bf16`
 /// as `uint16_t`, `BlockQ8_0` as `rope_block_q8_0`); writable, initialized, accessed by
 /// nothing else during `'a` (the contract), disjoint from every other buffer (checked).
+#[inline(never)]
 unsafe fn typed<'a, T>(b: RawBuf) -> R<&'a mut [T]> {
     let buf = Buf::<T>::new(b.data.cast_const().cast(), b.len)?;
     // SAFETY: the function's contract; any bits are a valid `T` (plain numbers, and
@@ -469,10 +472,12 @@ unsafe fn typed<'a, T>(b: RawBuf) -> R<&'a mut [T]> {
     Ok(unsafe { buf.slice_mut() })
 }
 
-/// The destination of a checked [`RawDest`], typed.
+/// The destination of a checked [`RawDest`], typed. Out of line: 4 instances (one per
+/// output type) instead of one in each of the 192 typed calls.
 ///
 /// # Safety
 /// As [`typed`], for its buffer.
+#[inline(never)]
 unsafe fn dest<'a, O>(d: RawDest<'a>) -> R<Dest<'a, O>> {
     Ok(match d {
         RawDest::Skip => Dest::Skip,
