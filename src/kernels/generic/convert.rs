@@ -451,24 +451,7 @@ impl Heads<BlockQ8_0> for ToBlocks {
         for h in 0..a.heads {
             // SAFETY: head `h` is in bounds for both pointers (ConvertFn contract).
             let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
-            // `HalfSplit` with whole blocks per half: a block of each half per step from
-            // one load of the pairs' inputs, two independent quantizations.
-            let first = if !INTERLEAVED && pairs.is_multiple_of(QK8_0) {
-                let half = pairs / QK8_0;
-                for j in 0..half {
-                    // SAFETY: pairs 32 j .. 32 j + 32 lie in the head; blocks j and
-                    // half + j in the destination head.
-                    unsafe {
-                        let [y0, y1] = pair_blocks::<S, I, INVERSE>(s, src, r, j * QK8_0);
-                        quantize(s, y0, dst.add(j));
-                        quantize(s, y1, dst.add(half + j));
-                    }
-                }
-                2 * half
-            } else {
-                0
-            };
-            for b in first..a.head_dim / QK8_0 {
+            for b in 0..a.head_dim / QK8_0 {
                 let (lo, hi) = (b * QK8_0, (b + 1) * QK8_0);
                 // SAFETY (every arm): the block's elements lie in the head (head_dim % 32 ==
                 // 0) and in the segment named; block b is in the destination head.
@@ -530,34 +513,6 @@ unsafe fn block<S: Simd, I: SimdElement, const KIND: u8, const INVERSE: bool>(
         *v = unsafe { vec::<S, I, KIND, INVERSE>(s, src, r, lo + j * S::LANES) };
     }
     v
-}
-
-/// Pairs `i .. i + 32` of a `HalfSplit` head, both members: the values of the block at
-/// element `i` (each the pair's `y0`) and of the block at `pairs + i` (`y1`), as
-/// [`block`] gives them, from one load of each input.
-///
-/// # Safety
-/// `src` is a source head of the call of `r`; `i + 32 <= r.pairs`.
-#[inline(always)]
-unsafe fn pair_blocks<S: Simd, I: SimdElement, const INVERSE: bool>(
-    s: S,
-    src: *const I,
-    r: &Rows<'_>,
-    i: usize,
-) -> [[S::V; MAX_BLOCK_VECTORS]; 2] {
-    let (mut y0, mut y1) = ([s.splat(0.0); MAX_BLOCK_VECTORS], [s.splat(0.0); MAX_BLOCK_VECTORS]);
-    for (j, (y0, y1)) in y0.iter_mut().zip(&mut y1).take(QK8_0 / S::LANES).enumerate() {
-        let i = i + j * S::LANES;
-        // SAFETY: i + LANES <= pairs: both halves' chunks lie in the head, the rows' in the rows.
-        unsafe {
-            let c = s.load(r.cos.as_ptr().add(i));
-            let sn = signed::<S, INVERSE>(s, s.load(r.sin.as_ptr().add(i)));
-            let (x0, x1) = (I::load(s, src.add(i)), I::load(s, src.add(r.pairs + i)));
-            *y0 = s.sub(s.mul(x0, c), s.mul(x1, sn));
-            *y1 = s.add(s.mul(x1, c), s.mul(x0, sn));
-        }
-    }
-    [y0, y1]
 }
 
 /// Quantizes the block held in the first `32 / S::LANES` vectors of `v` into `out` (see
