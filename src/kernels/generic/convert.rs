@@ -21,16 +21,18 @@
 //! # Outputs
 //! - f32, f16, bf16: each vector is stored through [`SimdElement::store2`] /
 //!   [`SimdElement::store`] (one rounding, NaN → canonical NaN).
-//! - `q8_0`: each block of 32 values is computed into an aligned stack buffer (segments
-//!   clipped to the block; in registers when the block lies in one segment), then
-//!   quantized from registers: `amax` by [`Simd::max_abs`] and [`Simd::reduce_max_abs`]
-//!   (integer maxima of the `|x|` bits, so a NaN or infinity shows as a non-finite
-//!   `amax`), `d` and `id` in scalar f32 by the oracle's own
+//! - `q8_0`: a rotated head of at most 512 values is first rotated into an f32 stack
+//!   buffer (the f32 output path above), then quantized block by block from it; otherwise
+//!   (pure converts, longer heads) each block's 32 values are computed in registers when
+//!   the block lies in one segment, or through an aligned stack buffer (segments clipped
+//!   to the block). Each block is quantized from registers: `amax` by [`Simd::max_abs`]
+//!   and [`Simd::reduce_max_abs`] (integer maxima of the `|x|` bits, so a NaN or infinity
+//!   shows as a non-finite `amax`), `d` and `id` in scalar f32 by the oracle's own
 //!   [`scale_of`], `q = x * id` rounded half away from zero and packed by
 //!   [`Simd::store_round_i8`] (`t + trunc(2 (q - t))` with `t = trunc(q)`, both steps
-//!   exact); `d` rounded by [`Simd::f16_of`]. Non-finite blocks, and blocks so
-//!   small that `1 / d` overflows, take the oracle ([`BlockQ8_0::quantize`]) — the same
-//!   bits by definition.
+//!   exact); `d` rounded by [`Simd::f16_of`]. Non-finite blocks, and blocks so small that
+//!   `1 / d` overflows, take the oracle ([`BlockQ8_0::quantize`]): the same bits by
+//!   definition.
 
 use core::mem::MaybeUninit;
 
@@ -448,6 +450,10 @@ impl Heads<BlockQ8_0> for ToBlocks {
         let mut values = BlockValues([MaybeUninit::uninit(); QK8_0]);
         let buf = values.0.as_mut_ptr().cast::<f32>();
         let (pairs, rotary_dim) = (r.pairs, 2 * r.pairs);
+        if rotary_dim > 0 && a.head_dim <= HEAD_VALUES {
+            // SAFETY: forwarded (the head fits the buffer).
+            return unsafe { Self::two_phase::<S, I, INTERLEAVED, INVERSE>(s, a, r) };
+        }
         for h in 0..a.heads {
             // SAFETY: head `h` is in bounds for both pointers (ConvertFn contract).
             let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
@@ -485,6 +491,58 @@ impl Heads<BlockQ8_0> for ToBlocks {
                         }
                         quantize(s, v, out);
                     }
+                }
+            }
+        }
+    }
+}
+
+/// The largest head [`ToBlocks::two_phase`] takes (2 KB of f32 on the stack).
+const HEAD_VALUES: usize = 512;
+
+/// A head's rotated values, aligned as [`BlockValues`].
+#[repr(C, align(64))]
+struct HeadValues([MaybeUninit<f32>; HEAD_VALUES]);
+
+impl ToBlocks {
+    /// Each head rotated into an f32 stack buffer first (the f32 path of [`ToElements`],
+    /// the same values), then quantized block by block from it: two simple loops, which
+    /// measured faster than rotating inside each block's quantization (whose long
+    /// per-block dependency chain, max → division → division → rounding, leaves little
+    /// room for the rotation).
+    ///
+    /// # Safety
+    /// As [`Heads::run`], with `a.head_dim <= HEAD_VALUES`.
+    #[inline(always)]
+    unsafe fn two_phase<S: Simd, I: SimdElement, const INTERLEAVED: bool, const INVERSE: bool>(
+        s: S,
+        a: &ConvertArgs<'_, I, BlockQ8_0>,
+        r: &Rows<'_>,
+    ) {
+        let mut values = HeadValues([MaybeUninit::uninit(); HEAD_VALUES]);
+        let buf = values.0.as_mut_ptr().cast::<f32>();
+        for h in 0..a.heads {
+            // SAFETY: head `h` is in bounds for both pointers (ConvertFn contract).
+            let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+            let one = ConvertArgs::<I, f32> {
+                src,
+                dst: buf,
+                heads: 1,
+                src_head_stride: 0,
+                dst_head_stride: 0,
+                head_dim: a.head_dim,
+                cos: a.cos,
+                sin: a.sin,
+                layout: a.layout,
+                inverse: a.inverse,
+            };
+            // SAFETY: one head of the call into the buffer (head_dim <= HEAD_VALUES), which
+            // is then read back whole (all head_dim values written); block b is in the
+            // destination head.
+            unsafe {
+                <ToElements as Heads<f32>>::run::<S, I, INTERLEAVED, INVERSE>(s, &one, r);
+                for b in 0..a.head_dim / QK8_0 {
+                    quantize(s, block::<S, f32, REST, INVERSE>(s, buf, r, b * QK8_0), dst.add(b));
                 }
             }
         }
