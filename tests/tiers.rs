@@ -1634,7 +1634,15 @@ fn convert_value<I: Bits>(rng: &mut StdRng, values: Values) -> I {
 fn convert_case<I: Bits, O: OutBits>(rng: &mut StdRng, tier: Tier, big: bool) {
     let unit = O::ELEMENTS_PER_UNIT;
     let head_dim = if unit > 1 {
-        unit * if big { rng.random_range(1..=6) } else { rng.random_range(1..=2) }
+        // Heads over 512 values take the q8_0 kernel's per-block path (the others its
+        // rotate-then-quantize path).
+        unit * if big && rng.random_range(0..6) == 0 {
+            rng.random_range(17..=19)
+        } else if big {
+            rng.random_range(1..=6)
+        } else {
+            rng.random_range(1..=2)
+        }
     } else if big {
         rng.random_range(1..=140)
     } else {

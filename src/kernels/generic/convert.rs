@@ -21,16 +21,18 @@
 //! # Outputs
 //! - f32, f16, bf16: each vector is stored through [`SimdElement::store2`] /
 //!   [`SimdElement::store`] (one rounding, NaN → canonical NaN).
-//! - `q8_0`: each block of 32 values is computed into an aligned stack buffer (segments
-//!   clipped to the block; in registers when the block lies in one segment), then
-//!   quantized from registers: `amax` by [`Simd::max_abs`] and [`Simd::reduce_max_abs`]
-//!   (integer maxima of the `|x|` bits, so a NaN or infinity shows as a non-finite
-//!   `amax`), `d` and `id` in scalar f32 by the oracle's own
+//! - `q8_0`: a rotated head of at most 512 values is first rotated into an f32 stack
+//!   buffer (the f32 output path above), then quantized block by block from it; otherwise
+//!   (pure converts, longer heads) each block's 32 values are computed in registers when
+//!   the block lies in one segment, or through an aligned stack buffer (segments clipped
+//!   to the block). Each block is quantized from registers: `amax` by [`Simd::max_abs`]
+//!   and [`Simd::reduce_max_abs`] (integer maxima of the `|x|` bits, so a NaN or infinity
+//!   shows as a non-finite `amax`), `d` and `id` in scalar f32 by the oracle's own
 //!   [`scale_of`], `q = x * id` rounded half away from zero and packed by
 //!   [`Simd::store_round_i8`] (`t + trunc(2 (q - t))` with `t = trunc(q)`, both steps
-//!   exact); `d` rounded by [`Simd::f16_of`]. Non-finite blocks, and blocks so
-//!   small that `1 / d` overflows, take the oracle ([`BlockQ8_0::quantize`]) — the same
-//!   bits by definition.
+//!   exact); `d` rounded by [`Simd::f16_of`]. Non-finite blocks, and blocks so small that
+//!   `1 / d` overflows, take the oracle ([`BlockQ8_0::quantize`]): the same bits by
+//!   definition.
 
 use core::mem::MaybeUninit;
 
@@ -448,27 +450,14 @@ impl Heads<BlockQ8_0> for ToBlocks {
         let mut values = BlockValues([MaybeUninit::uninit(); QK8_0]);
         let buf = values.0.as_mut_ptr().cast::<f32>();
         let (pairs, rotary_dim) = (r.pairs, 2 * r.pairs);
+        if rotary_dim > 0 && a.head_dim <= HEAD_VALUES {
+            // SAFETY: forwarded (the head fits the buffer).
+            return unsafe { Self::two_phase::<S, I, INTERLEAVED, INVERSE>(s, a, r) };
+        }
         for h in 0..a.heads {
             // SAFETY: head `h` is in bounds for both pointers (ConvertFn contract).
             let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
-            // `HalfSplit` with whole blocks per half: a block of each half per step from
-            // one load of the pairs' inputs, two independent quantizations.
-            let first = if !INTERLEAVED && pairs.is_multiple_of(QK8_0) {
-                let half = pairs / QK8_0;
-                for j in 0..half {
-                    // SAFETY: pairs 32 j .. 32 j + 32 lie in the head; blocks j and
-                    // half + j in the destination head.
-                    unsafe {
-                        let [y0, y1] = pair_blocks::<S, I, INVERSE>(s, src, r, j * QK8_0);
-                        quantize(s, y0, dst.add(j));
-                        quantize(s, y1, dst.add(half + j));
-                    }
-                }
-                2 * half
-            } else {
-                0
-            };
-            for b in first..a.head_dim / QK8_0 {
+            for b in 0..a.head_dim / QK8_0 {
                 let (lo, hi) = (b * QK8_0, (b + 1) * QK8_0);
                 // SAFETY (every arm): the block's elements lie in the head (head_dim % 32 ==
                 // 0) and in the segment named; block b is in the destination head.
@@ -508,6 +497,58 @@ impl Heads<BlockQ8_0> for ToBlocks {
     }
 }
 
+/// The largest head [`ToBlocks::two_phase`] takes (2 KB of f32 on the stack).
+const HEAD_VALUES: usize = 512;
+
+/// A head's rotated values, aligned as [`BlockValues`].
+#[repr(C, align(64))]
+struct HeadValues([MaybeUninit<f32>; HEAD_VALUES]);
+
+impl ToBlocks {
+    /// Each head rotated into an f32 stack buffer first (the f32 path of [`ToElements`],
+    /// the same values), then quantized block by block from it: two simple loops, which
+    /// measured faster than rotating inside each block's quantization (whose long
+    /// per-block dependency chain, max → division → division → rounding, leaves little
+    /// room for the rotation).
+    ///
+    /// # Safety
+    /// As [`Heads::run`], with `a.head_dim <= HEAD_VALUES`.
+    #[inline(always)]
+    unsafe fn two_phase<S: Simd, I: SimdElement, const INTERLEAVED: bool, const INVERSE: bool>(
+        s: S,
+        a: &ConvertArgs<'_, I, BlockQ8_0>,
+        r: &Rows<'_>,
+    ) {
+        let mut values = HeadValues([MaybeUninit::uninit(); HEAD_VALUES]);
+        let buf = values.0.as_mut_ptr().cast::<f32>();
+        for h in 0..a.heads {
+            // SAFETY: head `h` is in bounds for both pointers (ConvertFn contract).
+            let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+            let one = ConvertArgs::<I, f32> {
+                src,
+                dst: buf,
+                heads: 1,
+                src_head_stride: 0,
+                dst_head_stride: 0,
+                head_dim: a.head_dim,
+                cos: a.cos,
+                sin: a.sin,
+                layout: a.layout,
+                inverse: a.inverse,
+            };
+            // SAFETY: one head of the call into the buffer (head_dim <= HEAD_VALUES), which
+            // is then read back whole (all head_dim values written); block b is in the
+            // destination head.
+            unsafe {
+                <ToElements as Heads<f32>>::run::<S, I, INTERLEAVED, INVERSE>(s, &one, r);
+                for b in 0..a.head_dim / QK8_0 {
+                    quantize(s, block::<S, f32, REST, INVERSE>(s, buf, r, b * QK8_0), dst.add(b));
+                }
+            }
+        }
+    }
+}
+
 /// Vectors per block on the narrowest tier (4 lanes); wider tiers use the first
 /// `32 / S::LANES`.
 const MAX_BLOCK_VECTORS: usize = QK8_0 / 4;
@@ -530,34 +571,6 @@ unsafe fn block<S: Simd, I: SimdElement, const KIND: u8, const INVERSE: bool>(
         *v = unsafe { vec::<S, I, KIND, INVERSE>(s, src, r, lo + j * S::LANES) };
     }
     v
-}
-
-/// Pairs `i .. i + 32` of a `HalfSplit` head, both members: the values of the block at
-/// element `i` (each the pair's `y0`) and of the block at `pairs + i` (`y1`), as
-/// [`block`] gives them, from one load of each input.
-///
-/// # Safety
-/// `src` is a source head of the call of `r`; `i + 32 <= r.pairs`.
-#[inline(always)]
-unsafe fn pair_blocks<S: Simd, I: SimdElement, const INVERSE: bool>(
-    s: S,
-    src: *const I,
-    r: &Rows<'_>,
-    i: usize,
-) -> [[S::V; MAX_BLOCK_VECTORS]; 2] {
-    let (mut y0, mut y1) = ([s.splat(0.0); MAX_BLOCK_VECTORS], [s.splat(0.0); MAX_BLOCK_VECTORS]);
-    for (j, (y0, y1)) in y0.iter_mut().zip(&mut y1).take(QK8_0 / S::LANES).enumerate() {
-        let i = i + j * S::LANES;
-        // SAFETY: i + LANES <= pairs: both halves' chunks lie in the head, the rows' in the rows.
-        unsafe {
-            let c = s.load(r.cos.as_ptr().add(i));
-            let sn = signed::<S, INVERSE>(s, s.load(r.sin.as_ptr().add(i)));
-            let (x0, x1) = (I::load(s, src.add(i)), I::load(s, src.add(r.pairs + i)));
-            *y0 = s.sub(s.mul(x0, c), s.mul(x1, sn));
-            *y1 = s.add(s.mul(x1, c), s.mul(x0, sn));
-        }
-    }
-    [y0, y1]
 }
 
 /// Quantizes the block held in the first `32 / S::LANES` vectors of `v` into `out` (see
