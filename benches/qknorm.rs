@@ -11,7 +11,8 @@
 //!
 //! Both produce the same bits (tests/qknorm.rs). Throughput is in elements (q plus k).
 //! Run: `cargo bench --bench qknorm -- --warm-up-time 1 --measurement-time 2`; again with
-//! `QKNORM_FUSED_FIRST=1` (the fused call first in each group) to alternate.
+//! `QKNORM_FUSED_FIRST=1` (the fused call first in each group) to alternate; with
+//! `QKNORM_PARTS=1` the group also times the norm pass and the RoPE pass alone.
 
 use std::hint::black_box;
 
@@ -77,6 +78,21 @@ fn bench_dtype<T: Element>(c: &mut Criterion, name: &str, tier: Tier) {
         });
         if fused_first {
             g.bench_function("two_pass", |b| b.iter(|| two_pass(&mut q, &mut k)));
+        }
+        // `QKNORM_PARTS=1` also times each pass of `two_pass` alone (where the time goes).
+        if std::env::var("QKNORM_PARTS").is_ok() {
+            g.bench_function("norm_only", |b| {
+                b.iter(|| {
+                    rope.norm_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &norm).unwrap();
+                    black_box(&q);
+                })
+            });
+            g.bench_function("rope_only", |b| {
+                b.iter(|| {
+                    rope.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), &opts).unwrap();
+                    black_box(&q);
+                })
+            });
         }
         g.finish();
     }

@@ -448,14 +448,21 @@ unsafe fn scale_segment_in<S: Simd, T: SimdElement, const F: u8>(
 /// `w .. w + S::LANES` is valid for reads unless `F` is `PLAIN`.
 #[inline(always)]
 unsafe fn normed<S: Simd, T: SimdElement, const F: u8>(s: S, x: S::V, iv: S::V, w: *const f32) -> S::V {
+    // SAFETY: forwarded from the caller.
+    let w = if F & FORM == PLAIN { iv } else { unsafe { s.load(w) } };
+    normed_w::<S, T, F>(s, x, iv, w)
+}
+
+/// [`normed`] with the weights `w` in a vector (ignored for `PLAIN`).
+#[inline(always)]
+fn normed_w<S: Simd, T: SimdElement, const F: u8>(s: S, x: S::V, iv: S::V, w: S::V) -> S::V {
     let n = s.mul(x, iv);
     match F & FORM {
         PLAIN => n,
-        // SAFETY: forwarded from the caller.
-        ONE_PLUS => s.mul(n, s.add(s.splat(1.0), unsafe { s.load(w) })),
-        // SAFETY: forwarded from the caller; the rounding to the input type first is HF's
-        // `.to(input_dtype)` (exact for f32).
-        _ => s.mul(unsafe { s.load(w) }, unsafe { round_to::<S, T, F>(s, n) }),
+        ONE_PLUS => s.mul(n, s.add(s.splat(1.0), w)),
+        // The rounding to the input type first is HF's `.to(input_dtype)` (exact for f32).
+        // SAFETY: `round_to` needs nothing beyond `s`.
+        _ => s.mul(w, unsafe { round_to::<S, T, F>(s, n) }),
     }
 }
 
@@ -599,6 +606,17 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
     let r = &a.rotate;
     let (hd, pairs) = (r.head_dim, r.cos.len());
     let rd = 2 * pairs;
+    if !INTERLEAVED && rd == hd && hd % (2 * S::LANES) == 0 {
+        // SAFETY: forwarded from the caller; head_dim = NV * LANES, all of it rotated.
+        unsafe {
+            match hd / S::LANES {
+                4 => return half_split_regs::<S, T, F, 4>(s, a),
+                8 => return half_split_regs::<S, T, F, 8>(s, a),
+                16 => return half_split_regs::<S, T, F, 16>(s, a),
+                _ => {}
+            }
+        }
+    }
     let norm = NormArgs {
         heads: r.heads,
         head_dim: hd,
@@ -688,6 +706,106 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
         }
         h0 += n;
     }
+}
+
+/// [`norm_rope_in`] for `HalfSplit` heads rotated whole (`rotary_dim == head_dim`) of
+/// `NV * S::LANES` elements (`NV` even): each head is loaded once into `NV` vectors, its
+/// squares summed into the partial sums as it is loaded, reduced in registers
+/// ([`tree_vectors`]), normalised, rotated and stored once, with no scratch and no second
+/// read. The cos/sin rows (sign applied) and the weights are loaded once per call. The
+/// operations per element are those of [`half_split_head`], in the same order.
+///
+/// # Safety
+/// As [`norm_rope_heads`], with `head_dim == 2 * cos.len() == NV * S::LANES`.
+#[inline(always)]
+unsafe fn half_split_regs<S: Simd, T: SimdElement, const F: u8, const NV: usize>(
+    s: S,
+    a: &NormRopeArgs<'_, T>,
+) {
+    let r = &a.rotate;
+    let lanes = S::LANES;
+    let half = NV / 2;
+    let sign = s.splat(if r.inverse { -0.0 } else { 0.0 });
+    let zero = s.splat(0.0);
+    let (mut c, mut sn, mut w) = ([zero; NV], [zero; NV], [zero; NV]);
+    for v in 0..NV {
+        // SAFETY: weight has head_dim = NV * lanes entries, cos and sin half * lanes each.
+        unsafe {
+            w[v] = s.load(a.weight.as_ptr().add(v * lanes));
+            if v < half {
+                c[v] = s.load(r.cos.as_ptr().add(v * lanes));
+                sn[v] = s.xor(s.load(r.sin.as_ptr().add(v * lanes)), sign);
+            }
+        }
+    }
+    if r.heads == 0 {
+        return;
+    }
+    // Software-pipelined by one head: head h + 1 is loaded and its `inv_rms` (a chain of
+    // adds, a division, a square root and a division) computed before head h is written,
+    // so that the chain overlaps the previous head's work.
+    // SAFETY: head 0 exists (contract).
+    let (mut x, mut iv) = unsafe { load_head::<S, T, NV>(s, r.src, r.head_dim, a.eps) };
+    for h in 0..r.heads {
+        let (xn, ivn) = if h + 1 < r.heads {
+            // SAFETY: head h + 1 exists (contract).
+            unsafe {
+                load_head::<S, T, NV>(s, r.src.wrapping_add((h + 1) * r.src_head_stride), r.head_dim, a.eps)
+            }
+        } else {
+            (x, iv)
+        };
+        let dst = r.dst.wrapping_add(h * r.dst_head_stride);
+        for k in 0..half {
+            let (y0, y1) = rotate_normed::<S, T, F>(s, x[k], x[half + k], iv, w[k], w[half + k], c[k], sn[k]);
+            // SAFETY: head h's elements (contract); in place, head h was loaded (into `x`)
+            // before any of its stores, and head h + 1 is another head.
+            unsafe { T::store2(s, [dst.add(k * lanes), dst.add((half + k) * lanes)], [y0, y1]) };
+        }
+        (x, iv) = (xn, ivn);
+    }
+}
+
+/// Loads a head of `NV * S::LANES` elements at `src` and returns it with its `inv_rms`
+/// splatted: the squares summed into the partial sums in the order of the module docs
+/// (vector `v` into partials `(v % (16 / LANES)) * LANES ..`), then [`tree_vectors`].
+///
+/// # Safety
+/// `src .. + NV * S::LANES` is valid for reads.
+#[inline(always)]
+unsafe fn load_head<S: Simd, T: SimdElement, const NV: usize>(
+    s: S,
+    src: *const T,
+    head_dim: usize,
+    eps: f32,
+) -> ([S::V; NV], S::V) {
+    let lanes = S::LANES;
+    let nacc = PARTIALS / lanes;
+    let zero = s.splat(0.0);
+    let mut x = [zero; NV];
+    let mut acc = [zero; 4];
+    for v in 0..NV {
+        // SAFETY: v * lanes + lanes <= NV * lanes (the caller's contract).
+        x[v] = unsafe { T::load(s, src.add(v * lanes)) };
+        acc[v % nacc] = s.add(acc[v % nacc], s.mul(x[v], x[v]));
+    }
+    (x, s.splat(inv_rms(tree_vectors(s, acc), head_dim, eps)))
+}
+
+/// The fixed pairwise tree over the [`PARTIALS`] partial sums held in `16 / S::LANES`
+/// vectors (partial `j` in lane `j % LANES` of vector `j / LANES`): the steps with
+/// `w >= LANES` add whole vectors, the rest run within one ([`Simd::tree_lanes`]). Every
+/// add is the oracle's `acc[j] + acc[j + w]` ([`tree`]).
+#[inline(always)]
+fn tree_vectors<S: Simd>(s: S, mut acc: [S::V; 4]) -> f32 {
+    let mut n = PARTIALS / S::LANES;
+    while n > 1 {
+        n /= 2;
+        for j in 0..n {
+            acc[j] = s.add(acc[j], acc[j + n]);
+        }
+    }
+    s.tree_lanes(acc[0])
 }
 
 /// An expanded cos/sin row on a cache line.
@@ -811,10 +929,32 @@ unsafe fn half_split_vec<S: Simd, T: SimdElement, const F: u8>(
 ) -> (S::V, S::V) {
     // SAFETY: forwarded from the caller.
     unsafe {
-        let n0 = round_to::<S, T, F>(s, normed::<S, T, F>(s, x0, iv, w0));
-        let n1 = round_to::<S, T, F>(s, normed::<S, T, F>(s, x1, iv, w1));
-        (s.sub(s.mul(n0, c), s.mul(n1, sn)), s.add(s.mul(n1, c), s.mul(n0, sn)))
+        let (w0, w1) = (s.load(w0), s.load(w1));
+        rotate_normed::<S, T, F>(s, x0, x1, iv, w0, w1, c, sn)
     }
+}
+
+/// [`half_split_vec`] with the weights in vectors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn rotate_normed<S: Simd, T: SimdElement, const F: u8>(
+    s: S,
+    x0: S::V,
+    x1: S::V,
+    iv: S::V,
+    w0: S::V,
+    w1: S::V,
+    c: S::V,
+    sn: S::V,
+) -> (S::V, S::V) {
+    // SAFETY: `round_to` needs nothing beyond `s`.
+    let (n0, n1) = unsafe {
+        (
+            round_to::<S, T, F>(s, normed_w::<S, T, F>(s, x0, iv, w0)),
+            round_to::<S, T, F>(s, normed_w::<S, T, F>(s, x1, iv, w1)),
+        )
+    };
+    (s.sub(s.mul(n0, c), s.mul(n1, sn)), s.add(s.mul(n1, c), s.mul(n0, sn)))
 }
 
 /// Normalises and rotates the `Interleaved` part of one head (`rd` elements) with the
