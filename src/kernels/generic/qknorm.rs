@@ -606,17 +606,6 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
     let r = &a.rotate;
     let (hd, pairs) = (r.head_dim, r.cos.len());
     let rd = 2 * pairs;
-    if !INTERLEAVED && rd == hd && hd % (2 * S::LANES) == 0 {
-        // SAFETY: forwarded from the caller; head_dim = NV * LANES, all of it rotated.
-        unsafe {
-            match hd / S::LANES {
-                4 => return half_split_regs::<S, T, F, 4>(s, a),
-                8 => return half_split_regs::<S, T, F, 8>(s, a),
-                16 => return half_split_regs::<S, T, F, 16>(s, a),
-                _ => {}
-            }
-        }
-    }
     let norm = NormArgs {
         heads: r.heads,
         head_dim: hd,
@@ -667,6 +656,20 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
         }
     }
     let rows: [*const f32; 8] = core::array::from_fn(|m| split[m].0.as_ptr().cast::<f32>());
+    if !INTERLEAVED && rd == hd && hd % (2 * S::LANES) == 0 {
+        // bf16 heads of whole word blocks go through the word path.
+        let rows = if words == pairs { Some(&rows) } else { None };
+        // SAFETY: forwarded from the caller; head_dim = NV * LANES, all of it rotated;
+        // `rows` hold words / 2 = pairs / 2 entries each.
+        unsafe {
+            match hd / S::LANES {
+                4 => return half_split_whole::<S, T, F, 4>(s, a, rows),
+                8 => return half_split_whole::<S, T, F, 8>(s, a, rows),
+                16 => return half_split_whole::<S, T, F, 16>(s, a, rows),
+                _ => {}
+            }
+        }
+    }
     let mut inv = [0.0f32; CHUNK];
     let mut h0 = 0;
     while h0 < r.heads {
@@ -709,22 +712,28 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
 }
 
 /// [`norm_rope_in`] for `HalfSplit` heads rotated whole (`rotary_dim == head_dim`) of
-/// `NV * S::LANES` elements (`NV` even): each head is loaded once into `NV` vectors, its
-/// squares summed into the partial sums as it is loaded, reduced in registers
-/// ([`tree_vectors`]), normalised, rotated and stored once, with no scratch and no second
-/// read. The cos/sin rows (sign applied) and the weights are loaded once per call. The
-/// operations per element are those of [`half_split_head`], in the same order.
+/// `NV * S::LANES` elements (`NV` even), in chunks of up to [`CHUNK`] heads: first every
+/// head's `inv_rms` ([`head_inv_rms`]: the squares summed into the partial sums as the
+/// head is loaded, the tree reduced in registers, then the scalar square root and
+/// divisions), independent chains the CPU overlaps; then each head is read again (from
+/// L1), normalised, rotated and stored once. Measured against one head at a time (the
+/// chain stalls every head), and against a pipeline one head deep with the next head kept
+/// in registers (spills; slower on AVX2 and no faster on AVX-512). The cos/sin rows (sign
+/// applied) and the weights are loaded once per call; bf16 heads of whole word blocks
+/// (`rows`, the split rows of [`norm_rope_in`]) take [`half_split_words`]. The operations
+/// per element are those of [`half_split_head`], in the same order.
 ///
 /// # Safety
-/// As [`norm_rope_heads`], with `head_dim == 2 * cos.len() == NV * S::LANES`.
+/// As [`norm_rope_heads`], with `head_dim == 2 * cos.len() == NV * S::LANES`; with `rows`,
+/// `T` is bf16 and the rows hold `cos.len() / 2` entries each.
 #[inline(always)]
-unsafe fn half_split_regs<S: Simd, T: SimdElement, const F: u8, const NV: usize>(
+unsafe fn half_split_whole<S: Simd, T: SimdElement, const F: u8, const NV: usize>(
     s: S,
     a: &NormRopeArgs<'_, T>,
+    rows: Option<&[*const f32; 8]>,
 ) {
     let r = &a.rotate;
-    let lanes = S::LANES;
-    let half = NV / 2;
+    let (lanes, half, pairs) = (S::LANES, NV / 2, r.cos.len());
     let sign = s.splat(if r.inverse { -0.0 } else { 0.0 });
     let zero = s.splat(0.0);
     let (mut c, mut sn, mut w) = ([zero; NV], [zero; NV], [zero; NV]);
@@ -741,55 +750,69 @@ unsafe fn half_split_regs<S: Simd, T: SimdElement, const F: u8, const NV: usize>
     if r.heads == 0 {
         return;
     }
-    // Software-pipelined by one head: head h + 1 is loaded and its `inv_rms` (a chain of
-    // adds, a division, a square root and a division) computed before head h is written,
-    // so that the chain overlaps the previous head's work.
-    // SAFETY: head 0 exists (contract).
-    let (mut x, mut iv) = unsafe { load_head::<S, T, NV>(s, r.src, r.head_dim, a.eps) };
-    for h in 0..r.heads {
-        let (xn, ivn) = if h + 1 < r.heads {
-            // SAFETY: head h + 1 exists (contract).
-            unsafe {
-                load_head::<S, T, NV>(s, r.src.wrapping_add((h + 1) * r.src_head_stride), r.head_dim, a.eps)
-            }
-        } else {
-            (x, iv)
-        };
-        let dst = r.dst.wrapping_add(h * r.dst_head_stride);
-        for k in 0..half {
-            let (y0, y1) = rotate_normed::<S, T, F>(s, x[k], x[half + k], iv, w[k], w[half + k], c[k], sn[k]);
-            // SAFETY: head h's elements (contract); in place, head h was loaded (into `x`)
-            // before any of its stores, and head h + 1 is another head.
-            unsafe { T::store2(s, [dst.add(k * lanes), dst.add((half + k) * lanes)], [y0, y1]) };
+    let mut inv = [0.0f32; CHUNK];
+    let mut h0 = 0;
+    while h0 < r.heads {
+        let n = CHUNK.min(r.heads - h0);
+        for (j, inv) in inv.iter_mut().enumerate().take(n) {
+            // SAFETY: head h0 + j exists (contract).
+            *inv = unsafe {
+                head_inv_rms::<S, T, NV>(
+                    s,
+                    r.src.wrapping_add((h0 + j) * r.src_head_stride),
+                    r.head_dim,
+                    a.eps,
+                )
+            };
         }
-        (x, iv) = (xn, ivn);
+        for (j, &inv) in inv.iter().enumerate().take(n) {
+            let h = h0 + j;
+            let iv = s.splat(inv);
+            let (src, dst) =
+                (r.src.wrapping_add(h * r.src_head_stride), r.dst.wrapping_add(h * r.dst_head_stride));
+            if let Some(rows) = rows {
+                // SAFETY: T is bf16 (caller); head h (contract), whole word blocks; loads before stores.
+                unsafe { half_split_words::<S, F>(s, src.cast(), dst.cast(), pairs, pairs, iv, rows, sign) };
+            } else {
+                for k in 0..half {
+                    // SAFETY: elements k * lanes and (half + k) * lanes + lanes <= head_dim of
+                    // head h (contract); each store follows the loads of the same elements.
+                    unsafe {
+                        let (x0, x1) =
+                            (T::load(s, src.add(k * lanes)), T::load(s, src.add((half + k) * lanes)));
+                        let (y0, y1) =
+                            rotate_normed::<S, T, F>(s, x0, x1, iv, w[k], w[half + k], c[k], sn[k]);
+                        T::store2(s, [dst.add(k * lanes), dst.add((half + k) * lanes)], [y0, y1]);
+                    }
+                }
+            }
+        }
+        h0 += n;
     }
 }
 
-/// Loads a head of `NV * S::LANES` elements at `src` and returns it with its `inv_rms`
-/// splatted: the squares summed into the partial sums in the order of the module docs
-/// (vector `v` into partials `(v % (16 / LANES)) * LANES ..`), then [`tree_vectors`].
+/// The `inv_rms` of a head of `NV * S::LANES` elements at `src`: the squares
+/// summed into the partial sums in the order of the module docs (vector `v` into partials
+/// `(v % (16 / LANES)) * LANES ..`), then [`tree_vectors`] and [`inv_rms`].
 ///
 /// # Safety
 /// `src .. + NV * S::LANES` is valid for reads.
 #[inline(always)]
-unsafe fn load_head<S: Simd, T: SimdElement, const NV: usize>(
+unsafe fn head_inv_rms<S: Simd, T: SimdElement, const NV: usize>(
     s: S,
     src: *const T,
     head_dim: usize,
     eps: f32,
-) -> ([S::V; NV], S::V) {
+) -> f32 {
     let lanes = S::LANES;
     let nacc = PARTIALS / lanes;
-    let zero = s.splat(0.0);
-    let mut x = [zero; NV];
-    let mut acc = [zero; 4];
+    let mut acc = [s.splat(0.0); 4];
     for v in 0..NV {
         // SAFETY: v * lanes + lanes <= NV * lanes (the caller's contract).
-        x[v] = unsafe { T::load(s, src.add(v * lanes)) };
-        acc[v % nacc] = s.add(acc[v % nacc], s.mul(x[v], x[v]));
+        let x = unsafe { T::load(s, src.add(v * lanes)) };
+        acc[v % nacc] = s.add(acc[v % nacc], s.mul(x, x));
     }
-    (x, s.splat(inv_rms(tree_vectors(s, acc), head_dim, eps)))
+    inv_rms(tree_vectors(s, acc), head_dim, eps)
 }
 
 /// The fixed pairwise tree over the [`PARTIALS`] partial sums held in `16 / S::LANES`
