@@ -348,15 +348,10 @@ unsafe fn sum_squares<S: Simd, T: SimdElement, const G: usize>(
         i += PARTIALS;
     }
     // Plain loops, no closures: a closure is not compiled with the tier's target features,
-    // so the vector stores in it would not inline (measured: 3x slower).
+    // so the vector code in it would not inline (measured: 3x slower).
     let mut sums = [0.0f32; G];
-    for (sum, acc) in sums.iter_mut().zip(&acc) {
-        let mut parts = [0.0f32; PARTIALS];
-        for (v, a) in acc.iter().enumerate().take(nv) {
-            // SAFETY: v * lanes + lanes <= PARTIALS.
-            unsafe { s.store(parts.as_mut_ptr().add(v * lanes), *a) };
-        }
-        *sum = tree(parts);
+    for (sum, acc) in sums.iter_mut().zip(acc) {
+        *sum = tree_vectors(s, acc);
     }
     sums
 }
