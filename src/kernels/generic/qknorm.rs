@@ -721,7 +721,11 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
 /// # Safety
 /// As [`norm_rope_heads`], with `head_dim == 2 * cos.len() == NV * S::LANES`; with `rows`,
 /// `T` is bf16 and the rows hold `cos.len() / 2` entries each.
-#[inline(always)]
+// Not inlined into the tier's boundary in builds with debug assertions: unoptimised, its
+// 24 instances (3 head sizes x 8 forms) would add ~200 KB to that function's stack frame
+// (a debug test thread overflowed its 2 MB); there it runs without the tier's features.
+#[cfg_attr(debug_assertions, inline(never))]
+#[cfg_attr(not(debug_assertions), inline(always))]
 unsafe fn half_split_whole<S: Simd, T: SimdElement, const F: u8, const NV: usize>(
     s: S,
     a: &NormRopeArgs<'_, T>,
