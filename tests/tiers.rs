@@ -1837,3 +1837,25 @@ fn layer_calls_match_oracle() {
     layer_suite::<f16>(17_200);
     layer_suite::<bf16>(17_300);
 }
+
+// ---- Issue 15: fused QK-norm on whole rotated heads of 4, 8 and 16 vectors (the fused
+// kernel's register path, `half_split_regs`), every tier and dtype. ----
+
+#[test]
+fn qknorm_whole_heads_match_oracle() {
+    let dims: &[usize] = if cfg!(miri) { &[16, 32, 64] } else { &[8, 16, 32, 64, 128, 256, 512] };
+    let reps = if cfg!(miri) { 1 } else { 6 };
+    for tier in tiers() {
+        let mut rng = StdRng::seed_from_u64(0x0A4B_0015 ^ tier as u64);
+        let mut n = 0;
+        for &head_dim in dims {
+            for _ in 0..reps {
+                qknorm_case::<f32>(&mut rng, tier, head_dim, head_dim, Layout::HalfSplit);
+                qknorm_case::<f16>(&mut rng, tier, head_dim, head_dim, Layout::HalfSplit);
+                qknorm_case::<bf16>(&mut rng, tier, head_dim, head_dim, Layout::HalfSplit);
+                n += 3;
+            }
+        }
+        println!("{tier}: {n} fused qk-norm whole-head cases (x3 forms) bit-identical to scalar");
+    }
+}

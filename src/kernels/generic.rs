@@ -179,6 +179,25 @@ pub(crate) trait Simd: Copy {
         unsafe { self.store_f16(b.as_mut_ptr(), self.splat(x)) };
         b[0]
     }
+    /// The pairwise tree over the lanes of `v`: `v[j] += v[j + w]` for `j < w`, with
+    /// `w = LANES / 2, .., 2, 1` (each add `v[j] + v[j + w]`, rounded to nearest even), and
+    /// the result `v[0]`: the last steps of the norm's fixed reduction order
+    /// (`kernels/generic/qknorm.rs`). The default goes through a stack buffer; the x86-64
+    /// tiers keep it in registers.
+    #[inline(always)]
+    fn tree_lanes(self, v: Self::V) -> f32 {
+        let mut b = [0.0f32; MAX_LANES];
+        // SAFETY: the local buffer holds a full vector.
+        unsafe { self.store(b.as_mut_ptr(), v) };
+        let mut w = Self::LANES / 2;
+        while w > 0 {
+            for j in 0..w {
+                b[j] += b[j + w];
+            }
+            w /= 2;
+        }
+        b[0]
+    }
     /// Hints that the cache line holding `p` will be read soon. Never faults (any address
     /// is allowed); the default does nothing.
     #[inline(always)]

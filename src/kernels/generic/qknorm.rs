@@ -348,15 +348,10 @@ unsafe fn sum_squares<S: Simd, T: SimdElement, const G: usize>(
         i += PARTIALS;
     }
     // Plain loops, no closures: a closure is not compiled with the tier's target features,
-    // so the vector stores in it would not inline (measured: 3x slower).
+    // so the vector code in it would not inline (measured: 3x slower).
     let mut sums = [0.0f32; G];
-    for (sum, acc) in sums.iter_mut().zip(&acc) {
-        let mut parts = [0.0f32; PARTIALS];
-        for (v, a) in acc.iter().enumerate().take(nv) {
-            // SAFETY: v * lanes + lanes <= PARTIALS.
-            unsafe { s.store(parts.as_mut_ptr().add(v * lanes), *a) };
-        }
-        *sum = tree(parts);
+    for (sum, acc) in sums.iter_mut().zip(acc) {
+        *sum = tree_vectors(s, acc);
     }
     sums
 }
@@ -448,14 +443,21 @@ unsafe fn scale_segment_in<S: Simd, T: SimdElement, const F: u8>(
 /// `w .. w + S::LANES` is valid for reads unless `F` is `PLAIN`.
 #[inline(always)]
 unsafe fn normed<S: Simd, T: SimdElement, const F: u8>(s: S, x: S::V, iv: S::V, w: *const f32) -> S::V {
+    // SAFETY: forwarded from the caller.
+    let w = if F & FORM == PLAIN { iv } else { unsafe { s.load(w) } };
+    normed_w::<S, T, F>(s, x, iv, w)
+}
+
+/// [`normed`] with the weights `w` in a vector (ignored for `PLAIN`).
+#[inline(always)]
+fn normed_w<S: Simd, T: SimdElement, const F: u8>(s: S, x: S::V, iv: S::V, w: S::V) -> S::V {
     let n = s.mul(x, iv);
     match F & FORM {
         PLAIN => n,
-        // SAFETY: forwarded from the caller.
-        ONE_PLUS => s.mul(n, s.add(s.splat(1.0), unsafe { s.load(w) })),
-        // SAFETY: forwarded from the caller; the rounding to the input type first is HF's
-        // `.to(input_dtype)` (exact for f32).
-        _ => s.mul(unsafe { s.load(w) }, unsafe { round_to::<S, T, F>(s, n) }),
+        ONE_PLUS => s.mul(n, s.add(s.splat(1.0), w)),
+        // The rounding to the input type first is HF's `.to(input_dtype)` (exact for f32).
+        // SAFETY: `round_to` needs nothing beyond `s`.
+        _ => s.mul(w, unsafe { round_to::<S, T, F>(s, n) }),
     }
 }
 
@@ -649,6 +651,20 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
         }
     }
     let rows: [*const f32; 8] = core::array::from_fn(|m| split[m].0.as_ptr().cast::<f32>());
+    if !INTERLEAVED && rd == hd && hd % (2 * S::LANES) == 0 {
+        // bf16 heads of whole word blocks go through the word path.
+        let rows = if words == pairs { Some(&rows) } else { None };
+        // SAFETY: forwarded from the caller; head_dim = NV * LANES, all of it rotated;
+        // `rows` hold words / 2 = pairs / 2 entries each.
+        unsafe {
+            match hd / S::LANES {
+                4 => return half_split_whole::<S, T, F, 4>(s, a, rows),
+                8 => return half_split_whole::<S, T, F, 8>(s, a, rows),
+                16 => return half_split_whole::<S, T, F, 16>(s, a, rows),
+                _ => {}
+            }
+        }
+    }
     let mut inv = [0.0f32; CHUNK];
     let mut h0 = 0;
     while h0 < r.heads {
@@ -688,6 +704,130 @@ unsafe fn norm_rope_in<S: Simd, T: SimdElement, const F: u8, const INTERLEAVED: 
         }
         h0 += n;
     }
+}
+
+/// [`norm_rope_in`] for `HalfSplit` heads rotated whole (`rotary_dim == head_dim`) of
+/// `NV * S::LANES` elements (`NV` even), in chunks of up to [`CHUNK`] heads: first every
+/// head's `inv_rms` ([`head_inv_rms`]: the squares summed into the partial sums as the
+/// head is loaded, the tree reduced in registers, then the scalar square root and
+/// divisions), independent chains the CPU overlaps; then each head is read again (from
+/// L1), normalised, rotated and stored once. Measured against one head at a time (the
+/// chain stalls every head), and against a pipeline one head deep with the next head kept
+/// in registers (spills; slower on AVX2 and no faster on AVX-512). The cos/sin rows (sign
+/// applied) and the weights are loaded once per call; bf16 heads of whole word blocks
+/// (`rows`, the split rows of [`norm_rope_in`]) take [`half_split_words`]. The operations
+/// per element are those of [`half_split_head`], in the same order.
+///
+/// # Safety
+/// As [`norm_rope_heads`], with `head_dim == 2 * cos.len() == NV * S::LANES`; with `rows`,
+/// `T` is bf16 and the rows hold `cos.len() / 2` entries each.
+// Not inlined into the tier's boundary in builds with debug assertions: unoptimised, its
+// 24 instances (3 head sizes x 8 forms) would add ~200 KB to that function's stack frame
+// (a debug test thread overflowed its 2 MB); there it runs without the tier's features.
+#[cfg_attr(debug_assertions, inline(never))]
+#[cfg_attr(not(debug_assertions), inline(always))]
+unsafe fn half_split_whole<S: Simd, T: SimdElement, const F: u8, const NV: usize>(
+    s: S,
+    a: &NormRopeArgs<'_, T>,
+    rows: Option<&[*const f32; 8]>,
+) {
+    let r = &a.rotate;
+    let (lanes, half, pairs) = (S::LANES, NV / 2, r.cos.len());
+    let sign = s.splat(if r.inverse { -0.0 } else { 0.0 });
+    let zero = s.splat(0.0);
+    let (mut c, mut sn, mut w) = ([zero; NV], [zero; NV], [zero; NV]);
+    for v in 0..NV {
+        // SAFETY: weight has head_dim = NV * lanes entries, cos and sin half * lanes each.
+        unsafe {
+            w[v] = s.load(a.weight.as_ptr().add(v * lanes));
+            if v < half {
+                c[v] = s.load(r.cos.as_ptr().add(v * lanes));
+                sn[v] = s.xor(s.load(r.sin.as_ptr().add(v * lanes)), sign);
+            }
+        }
+    }
+    if r.heads == 0 {
+        return;
+    }
+    let mut inv = [0.0f32; CHUNK];
+    let mut h0 = 0;
+    while h0 < r.heads {
+        let n = CHUNK.min(r.heads - h0);
+        for (j, inv) in inv.iter_mut().enumerate().take(n) {
+            // SAFETY: head h0 + j exists (contract).
+            *inv = unsafe {
+                head_inv_rms::<S, T, NV>(
+                    s,
+                    r.src.wrapping_add((h0 + j) * r.src_head_stride),
+                    r.head_dim,
+                    a.eps,
+                )
+            };
+        }
+        for (j, &inv) in inv.iter().enumerate().take(n) {
+            let h = h0 + j;
+            let iv = s.splat(inv);
+            let (src, dst) =
+                (r.src.wrapping_add(h * r.src_head_stride), r.dst.wrapping_add(h * r.dst_head_stride));
+            if let Some(rows) = rows {
+                // SAFETY: T is bf16 (caller); head h (contract), whole word blocks; loads before stores.
+                unsafe { half_split_words::<S, F>(s, src.cast(), dst.cast(), pairs, pairs, iv, rows, sign) };
+            } else {
+                for k in 0..half {
+                    // SAFETY: elements k * lanes and (half + k) * lanes + lanes <= head_dim of
+                    // head h (contract); each store follows the loads of the same elements.
+                    unsafe {
+                        let (x0, x1) =
+                            (T::load(s, src.add(k * lanes)), T::load(s, src.add((half + k) * lanes)));
+                        let (y0, y1) =
+                            rotate_normed::<S, T, F>(s, x0, x1, iv, w[k], w[half + k], c[k], sn[k]);
+                        T::store2(s, [dst.add(k * lanes), dst.add((half + k) * lanes)], [y0, y1]);
+                    }
+                }
+            }
+        }
+        h0 += n;
+    }
+}
+
+/// The `inv_rms` of a head of `NV * S::LANES` elements at `src`: the squares
+/// summed into the partial sums in the order of the module docs (vector `v` into partials
+/// `(v % (16 / LANES)) * LANES ..`), then [`tree_vectors`] and [`inv_rms`].
+///
+/// # Safety
+/// `src .. + NV * S::LANES` is valid for reads.
+#[inline(always)]
+unsafe fn head_inv_rms<S: Simd, T: SimdElement, const NV: usize>(
+    s: S,
+    src: *const T,
+    head_dim: usize,
+    eps: f32,
+) -> f32 {
+    let lanes = S::LANES;
+    let nacc = PARTIALS / lanes;
+    let mut acc = [s.splat(0.0); 4];
+    for v in 0..NV {
+        // SAFETY: v * lanes + lanes <= NV * lanes (the caller's contract).
+        let x = unsafe { T::load(s, src.add(v * lanes)) };
+        acc[v % nacc] = s.add(acc[v % nacc], s.mul(x, x));
+    }
+    inv_rms(tree_vectors(s, acc), head_dim, eps)
+}
+
+/// The fixed pairwise tree over the [`PARTIALS`] partial sums held in `16 / S::LANES`
+/// vectors (partial `j` in lane `j % LANES` of vector `j / LANES`): the steps with
+/// `w >= LANES` add whole vectors, the rest run within one ([`Simd::tree_lanes`]). Every
+/// add is the oracle's `acc[j] + acc[j + w]` ([`tree`]).
+#[inline(always)]
+fn tree_vectors<S: Simd>(s: S, mut acc: [S::V; 4]) -> f32 {
+    let mut n = PARTIALS / S::LANES;
+    while n > 1 {
+        n /= 2;
+        for j in 0..n {
+            acc[j] = s.add(acc[j], acc[j + n]);
+        }
+    }
+    s.tree_lanes(acc[0])
 }
 
 /// An expanded cos/sin row on a cache line.
@@ -811,10 +951,32 @@ unsafe fn half_split_vec<S: Simd, T: SimdElement, const F: u8>(
 ) -> (S::V, S::V) {
     // SAFETY: forwarded from the caller.
     unsafe {
-        let n0 = round_to::<S, T, F>(s, normed::<S, T, F>(s, x0, iv, w0));
-        let n1 = round_to::<S, T, F>(s, normed::<S, T, F>(s, x1, iv, w1));
-        (s.sub(s.mul(n0, c), s.mul(n1, sn)), s.add(s.mul(n1, c), s.mul(n0, sn)))
+        let (w0, w1) = (s.load(w0), s.load(w1));
+        rotate_normed::<S, T, F>(s, x0, x1, iv, w0, w1, c, sn)
     }
+}
+
+/// [`half_split_vec`] with the weights in vectors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn rotate_normed<S: Simd, T: SimdElement, const F: u8>(
+    s: S,
+    x0: S::V,
+    x1: S::V,
+    iv: S::V,
+    w0: S::V,
+    w1: S::V,
+    c: S::V,
+    sn: S::V,
+) -> (S::V, S::V) {
+    // SAFETY: `round_to` needs nothing beyond `s`.
+    let (n0, n1) = unsafe {
+        (
+            round_to::<S, T, F>(s, normed_w::<S, T, F>(s, x0, iv, w0)),
+            round_to::<S, T, F>(s, normed_w::<S, T, F>(s, x1, iv, w1)),
+        )
+    };
+    (s.sub(s.mul(n0, c), s.mul(n1, sn)), s.add(s.mul(n1, c), s.mul(n0, sn)))
 }
 
 /// Normalises and rotates the `Interleaved` part of one head (`rd` elements) with the

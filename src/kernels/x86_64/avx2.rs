@@ -317,4 +317,23 @@ impl Simd for Avx2 {
         // SAFETY: the token proves AVX2.
         unsafe { _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(0xFFFF_0000u32 as i32))) }
     }
+    #[inline(always)]
+    fn tree_lanes(self, v: __m256) -> f32 {
+        // SAFETY: the token proves AVX2.
+        unsafe { tree_lanes8(v) }
+    }
+}
+
+/// [`Simd::tree_lanes`] of 8 lanes in registers: `w = 4, 2, 1`, each step `v[j] + v[j + w]`.
+///
+/// # Safety
+/// The CPU supports AVX (every x86-64 tier of this crate does).
+#[inline(always)]
+pub(super) unsafe fn tree_lanes8(v: __m256) -> f32 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+        _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)))
+    }
 }

@@ -11,6 +11,7 @@ use core::arch::x86_64::*;
 
 use half::{bf16, f16};
 
+use super::avx2::tree_lanes8;
 use crate::dispatch::Tier;
 use crate::kernels::generic::convert::ConvertOut;
 use crate::kernels::generic::{self, Simd, SimdElement};
@@ -367,6 +368,15 @@ impl Simd for Avx512 {
         let r = self.round_bf16(v);
         // SAFETY: the token proves AVX-512F.
         unsafe { _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(0xFFFF_0000u32 as i32))) }
+    }
+    #[inline(always)]
+    fn tree_lanes(self, v: __m512) -> f32 {
+        // SAFETY: the token proves AVX-512F (and AVX2, which the 256-bit steps need).
+        unsafe {
+            // w = 8: lanes j + (j + 8), the high half taken with AVX-512F only.
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+            tree_lanes8(_mm256_add_ps(_mm512_castps512_ps256(v), hi))
+        }
     }
 }
 
