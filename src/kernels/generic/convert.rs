@@ -431,6 +431,26 @@ unsafe fn pair_step<S: Simd, I: SimdElement, O: SimdElement, const INVERSE: bool
     }
 }
 
+/// Both members of pairs `i .. i + S::LANES` of a `HalfSplit` head: `[y0, y1]`.
+///
+/// # Safety
+/// `src` is a source head of the call of `r`, with `i + S::LANES <= r.pairs`.
+#[inline(always)]
+unsafe fn pair_values<S: Simd, I: SimdElement, const INVERSE: bool>(
+    s: S,
+    src: *const I,
+    r: &Rows<'_>,
+    i: usize,
+) -> [S::V; 2] {
+    // SAFETY: i + LANES <= pairs: both halves' chunks lie in the head, the rows' in the rows.
+    unsafe {
+        let c = s.load(r.cos.as_ptr().add(i));
+        let sn = signed::<S, INVERSE>(s, s.load(r.sin.as_ptr().add(i)));
+        let (x0, x1) = (I::load(s, src.add(i)), I::load(s, src.add(r.pairs + i)));
+        [s.sub(s.mul(x0, c), s.mul(x1, sn)), s.add(s.mul(x1, c), s.mul(x0, sn))]
+    }
+}
+
 /// Heads of `q8_0` blocks: the values of chunks of blocks into an L1 buffer, then [`quantize_chunk`].
 struct ToBlocks;
 
@@ -446,9 +466,48 @@ impl Heads<BlockQ8_0> for ToBlocks {
         let mut outs = [core::ptr::null_mut::<BlockQ8_0>(); CHUNK_BLOCKS];
         let blocks = a.head_dim / QK8_0;
         let mut n = 0;
+        // `HalfSplit` with whole vectors of pairs and heads that fit a chunk (the common
+        // case): each head whole into the buffer, both members of a pair from one load of
+        // its inputs, without the segment bookkeeping.
+        let whole_heads =
+            !INTERLEAVED && r.pairs >= S::LANES && r.pairs.is_multiple_of(S::LANES) && blocks <= CHUNK_BLOCKS;
         for h in 0..a.heads {
             // SAFETY: head `h` is in bounds for both pointers (ConvertFn contract).
             let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+            if whole_heads {
+                if n + blocks > CHUNK_BLOCKS {
+                    // SAFETY: the chunk's n blocks are initialised, each with its output.
+                    unsafe { quantize_chunk(s, buf, &outs[..n]) };
+                    n = 0;
+                }
+                // SAFETY: the head's values fill chunk blocks n .. n + blocks (n + blocks
+                // <= CHUNK_BLOCKS); i + LANES <= pairs in every step; its destinations are
+                // the blocks of the destination head.
+                unsafe {
+                    let out = buf.add(n * QK8_0);
+                    let mut i = 0;
+                    while i < r.pairs {
+                        let [y0, y1] = pair_values::<S, I, INVERSE>(s, src, r, i);
+                        s.store(out.add(i), y0);
+                        s.store(out.add(r.pairs + i), y1);
+                        i += S::LANES;
+                    }
+                    let mut k = BlockSink { buf: out, base: 0 };
+                    segment::<S, I, BlockQ8_0, _, REST, INVERSE>(
+                        s,
+                        a,
+                        src,
+                        r,
+                        [2 * r.pairs, a.head_dim],
+                        &mut k,
+                    );
+                    for j in 0..blocks {
+                        outs[n + j] = dst.add(j);
+                    }
+                }
+                n += blocks;
+                continue;
+            }
             let mut b = 0;
             while b < blocks {
                 let m = (blocks - b).min(CHUNK_BLOCKS - n);
