@@ -574,28 +574,54 @@ unsafe fn quantize_chunk<S: Simd>(s: S, buf: *const f32, outs: &[*mut BlockQ8_0]
         }
         *amax = s.reduce_max_abs(m);
     }
-    let mut scales = [(0.0f32, 0.0f32); CHUNK_BLOCKS];
-    for (sc, &amax) in scales.iter_mut().zip(&amax).take(n) {
+    let (mut d, mut id) = ([0.0f32; CHUNK_BLOCKS], [0.0f32; CHUNK_BLOCKS]);
+    for ((d, id), &amax) in d.iter_mut().zip(&mut id).zip(&amax).take(n) {
         // Non-finite blocks (and those whose `1 / d` overflows) take the oracle below.
-        *sc = if amax.is_finite() { scale_of(amax) } else { (0.0, f32::INFINITY) };
+        (*d, *id) = if amax.is_finite() { scale_of(amax) } else { (0.0, f32::INFINITY) };
     }
-    for (j, (&(d, id), &out)) in scales.iter().zip(outs).take(n).enumerate() {
+    if id.iter().all(|id| id.is_finite()) {
+        // Every block regular: the scales rounded to f16 a vector at a time (the rounding of
+        // `f16_of`; every `d` is finite), the quants without a branch.
+        let mut dh = [f16::ZERO; CHUNK_BLOCKS];
+        for g in (0..CHUNK_BLOCKS).step_by(S::LANES) {
+            // SAFETY: g + LANES <= CHUNK_BLOCKS (LANES divides 32).
+            unsafe { s.store_f16(dh.as_mut_ptr().add(g), s.load(d.as_ptr().add(g))) };
+        }
+        for (j, (&out, (&id, &dh))) in outs.iter().zip(id.iter().zip(&dh)).take(n).enumerate() {
+            // SAFETY: block j's values lie in the buffer; `out` is valid for a write (caller).
+            unsafe { quantize_block(s, buf.add(j * QK8_0), id, dh, out) };
+        }
+        return;
+    }
+    for (j, (&out, (&d, &id))) in outs.iter().zip(d.iter().zip(&id)).take(n).enumerate() {
         // SAFETY: block j's values lie in the buffer; `out` is valid for a write (caller).
         unsafe {
             let x = buf.add(j * QK8_0);
-            if !id.is_finite() {
+            if id.is_finite() {
+                quantize_block(s, x, id, s.f16_of(d), out);
+            } else {
                 let mut b = [0.0f32; QK8_0];
                 core::ptr::copy_nonoverlapping(x, b.as_mut_ptr(), QK8_0);
                 out.write(BlockQ8_0::quantize(&b));
-                continue;
             }
-            let idv = s.splat(id);
-            let qs = core::ptr::addr_of_mut!((*out).qs).cast::<i8>();
-            for v in 0..vectors {
-                // |x * id| <= 127.00003 (module docs).
-                s.store_round_i8(qs.add(v * S::LANES), s.mul(s.load(x.add(v * S::LANES)), idv));
-            }
-            core::ptr::addr_of_mut!((*out).d).write(s.f16_of(d));
         }
+    }
+}
+
+/// The block of the 32 values at `x` with the finite `id` and the f16 scale `dh` into `out`.
+///
+/// # Safety
+/// `x` holds 32 values; `out` is valid for a write.
+#[inline(always)]
+unsafe fn quantize_block<S: Simd>(s: S, x: *const f32, id: f32, dh: f16, out: *mut BlockQ8_0) {
+    let idv = s.splat(id);
+    // SAFETY: the caller's; `qs` and `d` are fields of `out`.
+    unsafe {
+        let qs = core::ptr::addr_of_mut!((*out).qs).cast::<i8>();
+        for v in 0..QK8_0 / S::LANES {
+            // |x * id| <= 127.00003 (module docs).
+            s.store_round_i8(qs.add(v * S::LANES), s.mul(s.load(x.add(v * S::LANES)), idv));
+        }
+        core::ptr::addr_of_mut!((*out).d).write(dh);
     }
 }
