@@ -59,6 +59,7 @@ pub(crate) const MAX_LANES: usize = if cfg!(target_arch = "x86_64") { 16 } else 
 
 /// `0.49999997` (`0.5 - 2^-25`, the f32 just below one half): see
 /// [`Simd::store_round_i8`].
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) const HALF_BELOW: f32 = f32::from_bits(0x3EFF_FFFF);
 
 /// A tier's f32 vector and the operations the kernels need.
