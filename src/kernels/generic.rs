@@ -57,6 +57,11 @@ pub(crate) mod rows;
 /// size of the tail buffers ([`Pad`]): small on microcontrollers (issue 13).
 pub(crate) const MAX_LANES: usize = if cfg!(target_arch = "x86_64") { 16 } else { 4 };
 
+/// `0.49999997` (`0.5 - 2^-25`, the f32 just below one half): see
+/// [`Simd::store_round_i8`].
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) const HALF_BELOW: f32 = f32::from_bits(0x3EFF_FFFF);
+
 /// A tier's f32 vector and the operations the kernels need.
 ///
 /// Implemented by zero-sized tokens whose existence proves the CPU supports the tier, so
@@ -165,7 +170,11 @@ pub(crate) trait Simd: Copy {
     /// Rounds `LANES` lanes half away from zero (C's `roundf`) and stores them as `i8`;
     /// every lane is finite with `|q| < 127.5`. Every tier computes it exactly so:
     /// `i = trunc(q)` (an integer), `f = q - i` (exact), `r = i + trunc(f + f)` (`f + f`
-    /// exact, its truncation -1, 0 or 1: `|f| >= 0.5`), packed to bytes.
+    /// exact, its truncation -1, 0 or 1: `|f| >= 0.5`), packed to bytes; or (the x86-64
+    /// tiers, 3 operations instead of 6) `trunc(q + copysign(HALF_BELOW, q))`, which gives
+    /// the same integer for every f32 with `|q| <= 127.00003` (checked exhaustively over
+    /// all such bit patterns against [`round_q8`](crate::kernels::q8_0::round_q8); the sum
+    /// is within half an ulp of the next integer exactly when `|f| >= 0.5`).
     ///
     /// # Safety
     /// `p .. p + LANES` is valid for writes.

@@ -198,6 +198,56 @@ mod tests {
         assert_eq!(round_q8(-1e9), -127);
     }
 
+    /// Every tier's vector rounding equals [`round_q8`] at and next to every half and
+    /// integer of `-127..=127` (blocks holding 127, so `d = 1`, `id = 1` and the quants
+    /// are the rounded values themselves).
+    #[cfg(feature = "alloc")]
+    #[test]
+    fn tiers_round_like_the_oracle() {
+        use alloc::{vec, vec::Vec};
+        let mut x = Vec::new();
+        for n in -254i32..=254 {
+            let h = n as f32 / 2.0;
+            for v in [h, f32::from_bits(h.to_bits().wrapping_sub(1)), f32::from_bits(h.to_bits() + 1)] {
+                if v.abs() <= 127.0 {
+                    x.push(v);
+                }
+            }
+        }
+        let mut row = Vec::new();
+        for chunk in x.chunks(31) {
+            row.push(127.0);
+            row.extend_from_slice(chunk);
+            row.resize(row.len().next_multiple_of(QK8_0), 0.0);
+        }
+        let want: Vec<BlockQ8_0> =
+            row.chunks_exact(QK8_0).map(|b| BlockQ8_0::quantize(b.try_into().unwrap())).collect();
+        for tier in crate::dispatch::available_tiers() {
+            let mut got = vec![BlockQ8_0::default(); want.len()];
+            let r = crate::dispatch::ConvertRows {
+                tokens: 1,
+                heads: 1,
+                head_dim: row.len(),
+                src_token_stride: row.len(),
+                src_head_stride: row.len(),
+                dst_token_stride: got.len(),
+                dst_head_stride: got.len(),
+            };
+            crate::dispatch::bench_convert(
+                tier,
+                &row,
+                &mut got,
+                r,
+                &[],
+                &[],
+                crate::Layout::HalfSplit,
+                false,
+            )
+            .unwrap();
+            assert_eq!(got, want, "{tier}");
+        }
+    }
+
     #[test]
     fn quantize_row_checks_length() {
         let mut out = [BlockQ8_0::default(); 2];

@@ -21,17 +21,15 @@
 //! # Outputs
 //! - f32, f16, bf16: each vector is stored through [`SimdElement::store2`] /
 //!   [`SimdElement::store`] (one rounding, NaN → canonical NaN).
-//! - `q8_0`: a rotated head of at most 512 values is first rotated into an f32 stack
-//!   buffer (the f32 output path above), then quantized block by block from it; otherwise
-//!   (pure converts, longer heads) each block's 32 values are computed in registers when
-//!   the block lies in one segment, or through an aligned stack buffer (segments clipped
-//!   to the block). Each block is quantized from registers: `amax` by [`Simd::max_abs`]
-//!   and [`Simd::reduce_max_abs`] (integer maxima of the `|x|` bits, so a NaN or infinity
-//!   shows as a non-finite `amax`), `d` and `id` in scalar f32 by the oracle's own
-//!   [`scale_of`], `q = x * id` rounded half away from zero and packed by
+//! - `q8_0`: the values of up to [`CHUNK_BLOCKS`] blocks (across heads) are computed into
+//!   an aligned L1 buffer (segments clipped to each head's blocks), then quantized in three
+//!   passes ([`quantize_chunk`]) so that the blocks' chains overlap: `amax` per block by
+//!   [`Simd::max_abs`] and [`Simd::reduce_max_abs`] (integer maxima of the `|x|` bits, so a
+//!   NaN or infinity shows as a non-finite `amax`); `d` and `id` in scalar f32 by the
+//!   oracle's own [`scale_of`]; `q = x * id` rounded half away from zero and packed by
 //!   [`Simd::store_round_i8`] (`t + trunc(2 (q - t))` with `t = trunc(q)`, both steps
 //!   exact); `d` rounded by [`Simd::f16_of`]. Non-finite blocks, and blocks so small that
-//!   `1 / d` overflows, take the oracle ([`BlockQ8_0::quantize`]): the same bits by
+//!   `1 / d` overflows, take the oracle ([`BlockQ8_0::quantize`]) — the same bits by
 //!   definition.
 
 use core::mem::MaybeUninit;
@@ -433,12 +431,28 @@ unsafe fn pair_step<S: Simd, I: SimdElement, O: SimdElement, const INVERSE: bool
     }
 }
 
-/// Heads of `q8_0` blocks: each block's 32 values into a stack buffer, then [`quantize`].
-struct ToBlocks;
+/// Both members of pairs `i .. i + S::LANES` of a `HalfSplit` head: `[y0, y1]`.
+///
+/// # Safety
+/// `src` is a source head of the call of `r`, with `i + S::LANES <= r.pairs`.
+#[inline(always)]
+unsafe fn pair_values<S: Simd, I: SimdElement, const INVERSE: bool>(
+    s: S,
+    src: *const I,
+    r: &Rows<'_>,
+    i: usize,
+) -> [S::V; 2] {
+    // SAFETY: i + LANES <= pairs: both halves' chunks lie in the head, the rows' in the rows.
+    unsafe {
+        let c = s.load(r.cos.as_ptr().add(i));
+        let sn = signed::<S, INVERSE>(s, s.load(r.sin.as_ptr().add(i)));
+        let (x0, x1) = (I::load(s, src.add(i)), I::load(s, src.add(r.pairs + i)));
+        [s.sub(s.mul(x0, c), s.mul(x1, sn)), s.add(s.mul(x1, c), s.mul(x0, sn))]
+    }
+}
 
-/// One block's values, aligned so that its vector loads and stores never split a line.
-#[repr(C, align(64))]
-struct BlockValues([MaybeUninit<f32>; QK8_0]);
+/// Heads of `q8_0` blocks: the values of chunks of blocks into an L1 buffer, then [`quantize_chunk`].
+struct ToBlocks;
 
 impl Heads<BlockQ8_0> for ToBlocks {
     #[inline(always)]
@@ -447,165 +461,167 @@ impl Heads<BlockQ8_0> for ToBlocks {
         a: &ConvertArgs<'_, I, BlockQ8_0>,
         r: &Rows<'_>,
     ) {
-        let mut values = BlockValues([MaybeUninit::uninit(); QK8_0]);
+        let mut values = ChunkValues([MaybeUninit::uninit(); QK8_0 * CHUNK_BLOCKS]);
         let buf = values.0.as_mut_ptr().cast::<f32>();
-        let (pairs, rotary_dim) = (r.pairs, 2 * r.pairs);
-        if rotary_dim > 0 && a.head_dim <= HEAD_VALUES {
-            // SAFETY: forwarded (the head fits the buffer).
-            return unsafe { Self::two_phase::<S, I, INTERLEAVED, INVERSE>(s, a, r) };
-        }
+        let mut outs = [core::ptr::null_mut::<BlockQ8_0>(); CHUNK_BLOCKS];
+        let blocks = a.head_dim / QK8_0;
+        let mut n = 0;
+        // `HalfSplit` with whole vectors of pairs and heads that fit a chunk (the common
+        // case): each head whole into the buffer, both members of a pair from one load of
+        // its inputs, without the segment bookkeeping.
+        let whole_heads =
+            !INTERLEAVED && r.pairs >= S::LANES && r.pairs.is_multiple_of(S::LANES) && blocks <= CHUNK_BLOCKS;
         for h in 0..a.heads {
             // SAFETY: head `h` is in bounds for both pointers (ConvertFn contract).
             let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
-            for b in 0..a.head_dim / QK8_0 {
-                let (lo, hi) = (b * QK8_0, (b + 1) * QK8_0);
-                // SAFETY (every arm): the block's elements lie in the head (head_dim % 32 ==
-                // 0) and in the segment named; block b is in the destination head.
+            if whole_heads {
+                if n + blocks > CHUNK_BLOCKS {
+                    // SAFETY: the chunk's n blocks are initialised, each with its output.
+                    unsafe { quantize_chunk(s, buf, &outs[..n]) };
+                    n = 0;
+                }
+                // SAFETY: the head's values fill chunk blocks n .. n + blocks (n + blocks
+                // <= CHUNK_BLOCKS); i + LANES <= pairs in every step; its destinations are
+                // the blocks of the destination head.
                 unsafe {
-                    let out = dst.add(b);
-                    // A block inside one segment (every block when `rotary_dim` and `pairs`
-                    // are multiples of 32) is computed in registers.
-                    if hi <= rotary_dim && INTERLEAVED {
-                        quantize(s, block::<S, I, INTER, INVERSE>(s, src, r, lo), out);
-                    } else if !INTERLEAVED && hi <= pairs {
-                        quantize(s, block::<S, I, FIRST, INVERSE>(s, src, r, lo), out);
-                    } else if !INTERLEAVED && lo >= pairs && hi <= rotary_dim {
-                        quantize(s, block::<S, I, SECOND, INVERSE>(s, src, r, lo), out);
-                    } else if lo >= rotary_dim {
-                        quantize(s, block::<S, I, REST, INVERSE>(s, src, r, lo), out);
-                    } else {
-                        // Elsewhere through the buffer: the segments clipped to the block
-                        // fill all of it.
-                        let mut k = BlockSink { buf, base: lo };
-                        head_range::<S, I, BlockQ8_0, _, INTERLEAVED, INVERSE>(
-                            s,
-                            a,
-                            src,
-                            r,
-                            [lo, hi],
-                            &mut k,
-                        );
-                        let mut v = [s.splat(0.0); MAX_BLOCK_VECTORS];
-                        for (j, v) in v.iter_mut().take(QK8_0 / S::LANES).enumerate() {
-                            *v = s.load(buf.add(j * S::LANES));
-                        }
-                        quantize(s, v, out);
+                    let out = buf.add(n * QK8_0);
+                    let mut i = 0;
+                    while i < r.pairs {
+                        let [y0, y1] = pair_values::<S, I, INVERSE>(s, src, r, i);
+                        s.store(out.add(i), y0);
+                        s.store(out.add(r.pairs + i), y1);
+                        i += S::LANES;
+                    }
+                    let mut k = BlockSink { buf: out, base: 0 };
+                    segment::<S, I, BlockQ8_0, _, REST, INVERSE>(
+                        s,
+                        a,
+                        src,
+                        r,
+                        [2 * r.pairs, a.head_dim],
+                        &mut k,
+                    );
+                    for j in 0..blocks {
+                        outs[n + j] = dst.add(j);
                     }
                 }
+                n += blocks;
+                continue;
             }
-        }
-    }
-}
-
-/// The largest head [`ToBlocks::two_phase`] takes (2 KB of f32 on the stack).
-const HEAD_VALUES: usize = 512;
-
-/// A head's rotated values, aligned as [`BlockValues`].
-#[repr(C, align(64))]
-struct HeadValues([MaybeUninit<f32>; HEAD_VALUES]);
-
-impl ToBlocks {
-    /// Each head rotated into an f32 stack buffer first (the f32 path of [`ToElements`],
-    /// the same values), then quantized block by block from it: two simple loops, which
-    /// measured faster than rotating inside each block's quantization (whose long
-    /// per-block dependency chain, max → division → division → rounding, leaves little
-    /// room for the rotation).
-    ///
-    /// # Safety
-    /// As [`Heads::run`], with `a.head_dim <= HEAD_VALUES`.
-    #[inline(always)]
-    unsafe fn two_phase<S: Simd, I: SimdElement, const INTERLEAVED: bool, const INVERSE: bool>(
-        s: S,
-        a: &ConvertArgs<'_, I, BlockQ8_0>,
-        r: &Rows<'_>,
-    ) {
-        let mut values = HeadValues([MaybeUninit::uninit(); HEAD_VALUES]);
-        let buf = values.0.as_mut_ptr().cast::<f32>();
-        for h in 0..a.heads {
-            // SAFETY: head `h` is in bounds for both pointers (ConvertFn contract).
-            let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
-            let one = ConvertArgs::<I, f32> {
-                src,
-                dst: buf,
-                heads: 1,
-                src_head_stride: 0,
-                dst_head_stride: 0,
-                head_dim: a.head_dim,
-                cos: a.cos,
-                sin: a.sin,
-                layout: a.layout,
-                inverse: a.inverse,
-            };
-            // SAFETY: one head of the call into the buffer (head_dim <= HEAD_VALUES), which
-            // is then read back whole (all head_dim values written); block b is in the
-            // destination head.
-            unsafe {
-                <ToElements as Heads<f32>>::run::<S, I, INTERLEAVED, INVERSE>(s, &one, r);
-                for b in 0..a.head_dim / QK8_0 {
-                    quantize(s, block::<S, f32, REST, INVERSE>(s, buf, r, b * QK8_0), dst.add(b));
+            let mut b = 0;
+            while b < blocks {
+                let m = (blocks - b).min(CHUNK_BLOCKS - n);
+                // SAFETY: blocks b .. b + m of the head lie in it (head_dim % 32 == 0) and
+                // fill chunk blocks n .. n + m of the buffer (element lo at buf + 32 n);
+                // their destinations are blocks of the destination head.
+                unsafe {
+                    let lo = b * QK8_0;
+                    let mut k = BlockSink { buf: buf.add(n * QK8_0), base: lo };
+                    head_range::<S, I, BlockQ8_0, _, INTERLEAVED, INVERSE>(
+                        s,
+                        a,
+                        src,
+                        r,
+                        [lo, lo + m * QK8_0],
+                        &mut k,
+                    );
+                    for j in 0..m {
+                        outs[n + j] = dst.add(b + j);
+                    }
+                }
+                (b, n) = (b + m, n + m);
+                if n == CHUNK_BLOCKS {
+                    // SAFETY: the chunk's n blocks are initialised, each with its output.
+                    unsafe { quantize_chunk(s, buf, &outs[..n]) };
+                    n = 0;
                 }
             }
         }
-    }
-}
-
-/// Vectors per block on the narrowest tier (4 lanes); wider tiers use the first
-/// `32 / S::LANES`.
-const MAX_BLOCK_VECTORS: usize = QK8_0 / 4;
-
-/// The 32 values of the block at element `lo` of the head at `src`, all in one segment of
-/// kind `KIND`, as `32 / S::LANES` vectors (the rest of the array unused).
-///
-/// # Safety
-/// As [`vec`] for every vector of the block.
-#[inline(always)]
-unsafe fn block<S: Simd, I: SimdElement, const KIND: u8, const INVERSE: bool>(
-    s: S,
-    src: *const I,
-    r: &Rows<'_>,
-    lo: usize,
-) -> [S::V; MAX_BLOCK_VECTORS] {
-    let mut v = [s.splat(0.0); MAX_BLOCK_VECTORS];
-    for (j, v) in v.iter_mut().take(QK8_0 / S::LANES).enumerate() {
-        // SAFETY: forwarded; lo + 32 stays in the segment.
-        *v = unsafe { vec::<S, I, KIND, INVERSE>(s, src, r, lo + j * S::LANES) };
-    }
-    v
-}
-
-/// Quantizes the block held in the first `32 / S::LANES` vectors of `v` into `out` (see
-/// the module docs).
-///
-/// # Safety
-/// `out` is valid for a write.
-#[inline(always)]
-unsafe fn quantize<S: Simd>(s: S, v: [S::V; MAX_BLOCK_VECTORS], out: *mut BlockQ8_0) {
-    let n = QK8_0 / S::LANES;
-    let mut m = s.splat(0.0);
-    for &v in &v[..n] {
-        m = s.max_abs(m, s.abs(v));
-    }
-    // The integer maximum of the |x| bits is NaN or infinite iff a value is; then the
-    // oracle decides (as it does when `1 / d` overflows).
-    let amax = s.reduce_max_abs(m);
-    let (d, id) = if amax.is_finite() { scale_of(amax) } else { (0.0, f32::INFINITY) };
-    if !id.is_finite() {
-        let mut x = [0.0f32; QK8_0];
-        for (j, &v) in v[..n].iter().enumerate() {
-            // SAFETY: j * LANES + LANES <= 32.
-            unsafe { s.store(x.as_mut_ptr().add(j * S::LANES), v) };
+        if n > 0 {
+            // SAFETY: as above.
+            unsafe { quantize_chunk(s, buf, &outs[..n]) };
         }
-        // SAFETY: the caller guarantees `out`.
-        unsafe { out.write(BlockQ8_0::quantize(&x)) };
+    }
+}
+
+/// Blocks quantized together (see [`quantize_chunk`]): the rotated values of up to this
+/// many blocks, across heads, wait in an L1 buffer (4 KB).
+const CHUNK_BLOCKS: usize = 32;
+
+/// The values of a chunk of blocks, aligned so that vector loads and stores never split a
+/// line.
+#[repr(C, align(64))]
+struct ChunkValues([MaybeUninit<f32>; QK8_0 * CHUNK_BLOCKS]);
+
+/// Quantizes the blocks held in `buf` (block `j` at `buf + 32 j`) into `outs[j]`, in three
+/// passes so that no block's chain (maximum, reduction, two divisions, scaling) waits on
+/// another's: every block's `amax` first, then every block's `d` and `id` (the oracle's
+/// [`scale_of`], independent scalar divisions), then the quants. The bits are those of
+/// the previous one-block-at-a-time quantizer (the same operations per block, in the same order).
+///
+/// # Safety
+/// `buf` holds `32 * outs.len()` initialised values; each `outs[j]` is valid for a write.
+#[inline(always)]
+unsafe fn quantize_chunk<S: Simd>(s: S, buf: *const f32, outs: &[*mut BlockQ8_0]) {
+    let n = outs.len().min(CHUNK_BLOCKS);
+    let vectors = QK8_0 / S::LANES;
+    let mut amax = [0.0f32; CHUNK_BLOCKS];
+    for (j, amax) in amax.iter_mut().take(n).enumerate() {
+        let mut m = s.splat(0.0);
+        for v in 0..vectors {
+            // SAFETY: block j's values lie in the buffer (caller).
+            m = s.max_abs(m, s.abs(unsafe { s.load(buf.add(j * QK8_0 + v * S::LANES)) }));
+        }
+        *amax = s.reduce_max_abs(m);
+    }
+    let (mut d, mut id) = ([0.0f32; CHUNK_BLOCKS], [0.0f32; CHUNK_BLOCKS]);
+    for ((d, id), &amax) in d.iter_mut().zip(&mut id).zip(&amax).take(n) {
+        // Non-finite blocks (and those whose `1 / d` overflows) take the oracle below.
+        (*d, *id) = if amax.is_finite() { scale_of(amax) } else { (0.0, f32::INFINITY) };
+    }
+    if id.iter().all(|id| id.is_finite()) {
+        // Every block regular: the scales rounded to f16 a vector at a time (the rounding of
+        // `f16_of`; every `d` is finite), the quants without a branch.
+        let mut dh = [f16::ZERO; CHUNK_BLOCKS];
+        for g in (0..CHUNK_BLOCKS).step_by(S::LANES) {
+            // SAFETY: g + LANES <= CHUNK_BLOCKS (LANES divides 32).
+            unsafe { s.store_f16(dh.as_mut_ptr().add(g), s.load(d.as_ptr().add(g))) };
+        }
+        for (j, (&out, (&id, &dh))) in outs.iter().zip(id.iter().zip(&dh)).take(n).enumerate() {
+            // SAFETY: block j's values lie in the buffer; `out` is valid for a write (caller).
+            unsafe { quantize_block(s, buf.add(j * QK8_0), id, dh, out) };
+        }
         return;
     }
-    let idv = s.splat(id);
-    // SAFETY: `out` is valid for a write (caller); `qs` is its field.
-    let qs = unsafe { core::ptr::addr_of_mut!((*out).qs) }.cast::<i8>();
-    for (j, &v) in v[..n].iter().enumerate() {
-        // SAFETY: j * LANES + LANES <= 32 quants; |x * id| <= 127.00003 (module docs).
-        unsafe { s.store_round_i8(qs.add(j * S::LANES), s.mul(v, idv)) };
+    for (j, (&out, (&d, &id))) in outs.iter().zip(d.iter().zip(&id)).take(n).enumerate() {
+        // SAFETY: block j's values lie in the buffer; `out` is valid for a write (caller).
+        unsafe {
+            let x = buf.add(j * QK8_0);
+            if id.is_finite() {
+                quantize_block(s, x, id, s.f16_of(d), out);
+            } else {
+                let mut b = [0.0f32; QK8_0];
+                core::ptr::copy_nonoverlapping(x, b.as_mut_ptr(), QK8_0);
+                out.write(BlockQ8_0::quantize(&b));
+            }
+        }
     }
-    // SAFETY: as above, the scale field.
-    unsafe { core::ptr::addr_of_mut!((*out).d).write(s.f16_of(d)) };
+}
+
+/// The block of the 32 values at `x` with the finite `id` and the f16 scale `dh` into `out`.
+///
+/// # Safety
+/// `x` holds 32 values; `out` is valid for a write.
+#[inline(always)]
+unsafe fn quantize_block<S: Simd>(s: S, x: *const f32, id: f32, dh: f16, out: *mut BlockQ8_0) {
+    let idv = s.splat(id);
+    // SAFETY: the caller's; `qs` and `d` are fields of `out`.
+    unsafe {
+        let qs = core::ptr::addr_of_mut!((*out).qs).cast::<i8>();
+        for v in 0..QK8_0 / S::LANES {
+            // |x * id| <= 127.00003 (module docs).
+            s.store_round_i8(qs.add(v * S::LANES), s.mul(s.load(x.add(v * S::LANES)), idv));
+        }
+        core::ptr::addr_of_mut!((*out).d).write(dh);
+    }
 }

@@ -207,12 +207,14 @@ impl Simd for Avx2 {
     }
     #[inline(always)]
     unsafe fn store_round_i8(self, p: *mut i8, q: __m256) {
-        // SAFETY: see `splat`; the caller guarantees 8 writable i8. `vcvttps2dq` truncates
-        // (exact here); the results lie in -127..=127, so both saturating packs are exact.
+        // SAFETY: see `splat`; the caller guarantees 8 writable i8.
+        // `trunc(q + copysign(HALF_BELOW, q))` (see the trait); the results lie in
+        // -127..=127, so both saturating packs are exact.
         unsafe {
-            let i = _mm256_cvttps_epi32(q);
-            let f = _mm256_sub_ps(q, _mm256_cvtepi32_ps(i));
-            let r = _mm256_add_epi32(i, _mm256_cvttps_epi32(_mm256_add_ps(f, f)));
+            let sign = _mm256_set1_ps(-0.0);
+            let h = _mm256_set1_ps(crate::kernels::generic::HALF_BELOW);
+            let adj = _mm256_or_ps(_mm256_and_ps(q, sign), h);
+            let r = _mm256_cvttps_epi32(_mm256_add_ps(q, adj));
             let w = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256::<1>(r));
             _mm_storel_epi64(p.cast(), _mm_packs_epi16(w, w));
         }

@@ -245,12 +245,15 @@ impl Simd for Avx512 {
     }
     #[inline(always)]
     unsafe fn store_round_i8(self, p: *mut i8, q: __m512) {
-        // SAFETY: the token proves AVX-512F; the caller guarantees 16 writable i8. The
-        // truncations are exact here; `vpmovdb` keeps the low byte of results in -127..=127.
+        // SAFETY: the token proves AVX-512F; the caller guarantees 16 writable i8.
+        // `trunc(q + copysign(HALF_BELOW, q))` (see the trait); `vpmovdb` keeps the low
+        // byte of results in -127..=127.
         unsafe {
-            let i = self.trunc_epi32(q);
-            let f = _mm512_sub_ps(q, _mm512_cvtepi32_ps(i));
-            let r = _mm512_add_epi32(i, self.trunc_epi32(_mm512_add_ps(f, f)));
+            let sign = _mm512_set1_epi32(i32::MIN);
+            let h = _mm512_set1_epi32(crate::kernels::generic::HALF_BELOW.to_bits() as i32);
+            // (q & sign) | h: 0xEC = (A & C) | B.
+            let adj = _mm512_ternarylogic_epi32::<0xEC>(_mm512_castps_si512(q), h, sign);
+            let r = self.trunc_epi32(_mm512_add_ps(q, _mm512_castsi512_ps(adj)));
             _mm_storeu_si128(p.cast(), _mm512_cvtepi32_epi8(r));
         }
     }
