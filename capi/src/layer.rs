@@ -97,8 +97,9 @@ pub struct rope_cache_layout {
 pub type rope_dest_kind = u32;
 /// Not written (v: not copied). A zeroed `rope_dest` is this.
 pub const ROPE_DEST_SKIP: rope_dest_kind = 0;
-/// Rotated where it lies in `qkv` (q and k; `dtype` must be `qkv_dtype`). v is never
-/// rotated: for v this is `ROPE_DEST_SKIP`.
+/// Rotated where it lies in `qkv` (q and k). v is never rotated: for v it is left where it
+/// lies, as `ROPE_DEST_SKIP`. For q, k and v, `dtype` must be `qkv_dtype`
+/// (`ROPE_UNSUPPORTED_TYPE_PAIR` otherwise), as Rust's `Dest::InPlace`.
 pub const ROPE_DEST_IN_PLACE: rope_dest_kind = 1;
 /// Into a `[tokens][heads][head_dim]` tensor `data` with `view` (its tokens and heads
 /// those of the set).

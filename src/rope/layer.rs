@@ -244,9 +244,9 @@ pub enum Slots<'a> {
 pub enum Dest<'a, O> {
     /// Not written (and, for q and k, not rotated).
     Skip,
-    /// Rotated in place in the fused buffer (q, k); `O` must be the buffer's element type
-    /// ([`RopeError::UnsupportedTypePair`]). For v (never rotated) it leaves v where it is,
-    /// as [`Dest::Skip`].
+    /// Rotated in place in the fused buffer (q, k); for v (never rotated) v is left where it
+    /// is, as [`Dest::Skip`]. For every part, `O` must be the buffer's element type
+    /// ([`RopeError::UnsupportedTypePair`] otherwise, v included), as C's `ROPE_DEST_IN_PLACE`.
     InPlace,
     /// A dense tensor `[tokens][heads][head_len]` through a [`View`] in units of `O`
     /// (`tokens` and `heads` those of the set; `head_len` = `head_dim`, or `head_dim / 32`
@@ -727,6 +727,8 @@ struct Part<'s> {
     same_type: bool,
     /// The destination is `q8_0` (`ELEMENTS_PER_UNIT` 32).
     quant: bool,
+    /// The destination is `Dest::InPlace` (for v too, where it writes nothing).
+    in_place: bool,
     /// Writes token `step.t` of this part (types restored).
     write: unsafe fn(&Part<'s>, &Step<'_>),
 }
@@ -741,6 +743,7 @@ impl<'s> Part<'s> {
         head_dim: usize,
         rotated: bool,
     ) -> Self {
+        let in_place = matches!(dest, Dest::InPlace);
         let to = match dest {
             Dest::Skip => Target::None,
             Dest::InPlace if rotated => Target::InPlace,
@@ -760,6 +763,7 @@ impl<'s> Part<'s> {
             head_len: head_dim / O::ELEMENTS_PER_UNIT,
             same_type: TypeId::of::<I>() == TypeId::of::<O>(),
             quant: O::ELEMENTS_PER_UNIT != 1,
+            in_place,
             write: write_token::<I, O>,
         }
     }
@@ -767,6 +771,13 @@ impl<'s> Part<'s> {
     /// Whether the part reads its set (and so its set must fit and not overlap others).
     fn used(&self) -> bool {
         !matches!(self.to, Target::None)
+    }
+
+    /// Whether the part is run: used, with at least one head. A set of 0 heads passes its
+    /// checks whatever its offset and strides (it touches no element), so it must form no
+    /// pointer: it is dropped from the token loop.
+    fn live(&self) -> bool {
+        self.used() && self.set.heads > 0
     }
 }
 
@@ -776,7 +787,8 @@ impl<'s> Part<'s> {
 ///
 /// # Safety
 /// `part` comes from [`Part::new`] with these `I`, `O`, for buffers still borrowed by the
-/// call, and passed [`RopeRef::check_layer`] for the call's tokens, batch and options
+/// call, has at least one head ([`Part::live`]: a set of 0 heads is not checked), and
+/// passed [`RopeRef::check_layer`] for the call's tokens, batch and options
 /// (`s.t` is one of its tokens, `s.seq`, `s.pos` its sequence and position); nothing else
 /// touches the buffers; `s.p.kernels` comes from the dispatcher.
 unsafe fn write_token<I: Element, O: CacheElement>(part: &Part<'_>, s: &Step<'_>) {
@@ -916,8 +928,8 @@ impl RopeRef<'_> {
         };
         for part in parts {
             let operand = out(part);
-            // 3. In place keeps the input type.
-            if matches!(part.to, Target::InPlace) && !part.same_type {
+            // 3. In place keeps the input type (v too, where it writes nothing).
+            if part.in_place && !part.same_type {
                 return Err(RopeError::UnsupportedTypePair { operand });
             }
             // 4. q8_0 rows are whole blocks.
@@ -955,7 +967,7 @@ impl RopeRef<'_> {
         // 8. The cos/sin table.
         super::check_table(self.pairs(), opts.cos_sin, max_pos)?;
         let Some(max_pos) = max_pos else { return Ok(None) };
-        if parts.iter().all(|p| !p.used() || p.set.heads == 0) {
+        if !parts.iter().any(Part::live) {
             return Ok(None);
         }
         Ok(Some(u64::from(max_pos) + 1))
@@ -976,10 +988,11 @@ impl RopeRef<'_> {
         let p = self.token_params(&apply, tokens);
         // Prefetch as the in-place calls do (`rotate_tokens`): when the rotated input of the
         // whole call exceeds the threshold.
-        let heads: usize = parts[..2].iter().filter(|x| x.used()).map(|x| x.set.heads).sum();
+        let heads: usize = parts[..2].iter().filter(|x| x.live()).map(|x| x.set.heads).sum();
         let row_bytes = 2 * p.pairs * core::mem::size_of::<f32>();
         let prefetch = heads.saturating_mul(row_bytes).saturating_mul(tokens) > kernels::PREFETCH_MIN_BYTES;
-        let live: [Option<&Part<'_>>; 3] = core::array::from_fn(|i| Some(&parts[i]).filter(|x| x.used()));
+        // Parts with 0 heads are not run: their offsets and strides were not checked.
+        let live: [Option<&Part<'_>>; 3] = core::array::from_fn(|i| Some(&parts[i]).filter(|x| x.live()));
         // Frequencies are computed (or fail) before the body runs: nothing is written on error.
         self.with_freqs(seq_len, opts.cos_sin, |freqs| {
             for (seq, range, positions) in sequences(&opts.batch, tokens) {
@@ -1063,7 +1076,8 @@ impl Rope {
     /// 2. two used sets that share an element, decided exactly on the elements they touch:
     ///    [`RopeError::OverlappingHeadSets`] (pairs in the order q-k, q-v, k-v);
     /// 3. then per destination, in q, k, v order (operand `QOut`, `KOut`, `VOut`):
-    ///    [`RopeError::UnsupportedTypePair`] for `InPlace` into another type than `I`;
+    ///    [`RopeError::UnsupportedTypePair`] for `InPlace` of another type than `I` (v
+    ///    included, though v in place writes nothing);
     ///    [`RopeError::PartialQuantBlock`] for a `q8_0` destination with `head_dim % 32 != 0`;
     ///    the tensor's view or the cache's layout against its buffer
     ///    ([`RopeError::OverlappingStrides`], [`RopeError::StrideOverflow`],
