@@ -587,6 +587,18 @@ unsafe fn run<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
 /// (`ROPE_OVERLAPPING_BUFFERS`, decided by address range). Within `qkv` the q, k and v sets
 /// are checked exactly, on the elements they touch (`ROPE_OVERLAPPING_HEAD_SETS`).
 ///
+/// k and v in one cache allocation (FlashInfer `[num_blocks][2][block_size][kv_heads]
+/// [head_dim]`) overlap by address range: make two calls, q and k (k to the cache, `block`
+/// stride spanning both halves) with v `ROPE_DEST_SKIP`, then q and k `ROPE_DEST_SKIP` and v
+/// to the cache at the v half (`data` `block_size * kv_heads * head_dim` elements in). v is
+/// never rotated, so the result is that of one call.
+///
+/// Duplicate rows (`ROPE_DUPLICATE_SLOT`) cost one pass when the written slots increase,
+/// `O(b log b)` for a block table with positions increasing per sequence (`b` the entries
+/// used); otherwise this library (built without an allocator) sorts up to 64 written tokens
+/// on the stack, and beyond that compares each token with the earlier ones (`O(n^2)`: pass
+/// increasing `slot_mapping`s or a block table for long calls).
+///
 /// Errors (nothing is written): `ROPE_NULL_POINTER` (`rope`, `args`, a used buffer with a
 /// non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
 /// `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM` (a dtype, kind, slots, batch,

@@ -512,6 +512,18 @@ static void check_statuses(const rope_t *rope, const rope_t *rope48) {
     refuse(rope, &a, ROPE_POSITION_OUT_OF_RANGE, "position 17 past a table of 7 rows");
     a = q8_args(), a.table_len = PAIRS + 1;
     refuse(rope, &a, ROPE_TABLE_SHAPE, "ragged table");
+    a = paged_args(), a.v.kind = ROPE_DEST_IN_PLACE;
+    refuse(rope, &a, ROPE_UNSUPPORTED_TYPE_PAIR, "v in place as bf16 of an f32 qkv");
+    /* A k set of 0 heads with absurd offset and strides touches nothing and is not run
+     * (it overflowed to ROPE_PANIC after q was rotated): q and v as in the paged call. */
+    reset();
+    a = paged_args();
+    a.k_set = (rope_head_set){SIZE_MAX / 8, 0, SIZE_MAX, 0};
+    a.k.kind = ROPE_DEST_IN_PLACE, a.k.dtype = ROPE_DTYPE_F32;
+    EXPECT(ROPE_OK, rope_apply_layer(rope, &a));
+    CHECK(memcmp(Q_OUT, q_out_rust, sizeof q_out_rust) == 0, "0-head k: q differs from Rust");
+    CHECK(memcmp(V_CACHE, v_cache_rust, sizeof v_cache_rust) == 0, "0-head k: v cache differs from Rust");
+    CHECK(memcmp(QKV, qkv_in, sizeof qkv_in) == 0, "0-head k: QKV was written");
 
     /* Helpers. */
     rope_head_set sets[3];

@@ -174,8 +174,9 @@ impl CacheLayout {
     }
 
     /// The first element of slot `slot`, head `head`: `(slot / block_size) * block_stride +
-    /// (slot % block_size) * slot_stride + head * head_stride` (saturating; 0 when
-    /// `block_size` is 0).
+    /// (slot % block_size) * slot_stride + head * head_stride` (saturating). A layout with
+    /// `block_size` 0 has no slot (its [`slots`](Self::slots) is 0, a call refuses every
+    /// token); `row` then returns 0 rather than divide by zero.
     pub const fn row(&self, slot: usize, head: usize) -> usize {
         if self.block_size == 0 {
             return 0;
@@ -223,6 +224,11 @@ pub enum Slots<'a> {
     /// block_size]`, slot `b * block_size + p % block_size`. `block_table` holds
     /// `blocks_per_seq` entries per sequence (row-major `[sequences][blocks_per_seq]`); a
     /// [`Batch::Single`] call is sequence 0.
+    ///
+    /// Rows are picked by the token's **position**: a caller whose `position_ids` are not
+    /// cache positions (left padding, MRoPE's 3-D positions, positions shifted by a prompt
+    /// offset) should pass the rows itself with [`Slots::Mapping`]. A layout with
+    /// `block_size` 0 has no slot: every token is [`RopeError::SlotOutOfRange`] (`slots: 0`).
     BlockTable {
         /// Block numbers, `[sequences][blocks_per_seq]`.
         block_table: &'a [u32],
@@ -259,6 +265,10 @@ pub enum Dest<'a, O> {
     },
     /// KV-cache rows: token `t` goes to the slot [`Slots`] gives it, its heads to the rows
     /// [`CacheLayout`] addresses (as vLLM `reshape_and_cache_flash` writes k and v).
+    ///
+    /// k and v caches are two buffers: a cache holding both in one allocation (FlashInfer
+    /// `[num_blocks][2][block_size][kv_heads][head_dim]`) takes two calls, k then v (see
+    /// [`Rope::apply_layer`](crate::Rope::apply_layer), "k and v in one buffer").
     Cache {
         /// The whole cache of this layer (k or v), in units of `O`.
         data: &'a mut [O],
@@ -1185,11 +1195,37 @@ impl Rope {
     ///    [`RopeError::DuplicateSlot`] (a destination with the same slot array (same address
     ///    and length), `num_blocks` and `block_size` as the one before it is not checked again);
     /// 6. the cos/sin table: [`RopeError::TableShape`], [`RopeError::PositionOutOfRange`]
-    ///    (the largest position of the batch).
+    ///    (the largest position of the batch);
+    /// 7. the frequencies, for a call whose frequencies depend on its length (dynamic NTK
+    ///    computes them for this call without a table): [`RopeError::InvalidScalingParameter`]
+    ///    (those of [`Frequencies::new`](crate::Frequencies::new) at that length), as C's
+    ///    `ROPE_INVALID_SCALING_PARAMETER`.
     ///
-    /// Zero tokens, or zero heads in every used set, is an `Ok` no-op after these checks.
+    /// Zero tokens, or zero heads in every used set, is an `Ok` no-op after these checks; a
+    /// set of 0 heads is not run (its offset and strides touch nothing and are not checked).
     /// Dynamic NTK and LongRoPE use the frequencies of a call whose length is the batch's
     /// largest position + 1.
+    ///
+    /// # Cost of the duplicate-row check
+    /// One pass when the written slots strictly increase (prefill into a contiguous cache,
+    /// [`Slots::Positions`], most `slot_mapping`s). Otherwise, for a [`Slots::BlockTable`] with
+    /// positions increasing within each sequence, only the block-table entries the call uses
+    /// are compared (`O(b log b)`, `b` ≈ `tokens / block_size + sequences`: blocks in any
+    /// order cost nothing extra); in the remaining cases the `(slot, token)` pairs are sorted
+    /// in scratch, `O(n log n)`: a `Vec` with the `alloc` feature; **without `alloc`** a stack
+    /// array of 64 entries, and beyond it each written token is compared with the earlier
+    /// ones (`O(n²)`: a 512-token prefill through a non-increasing `slot_mapping` is ~131 000
+    /// comparisons).
+    ///
+    /// # k and v in one buffer
+    /// A cache that holds k and v in one allocation (FlashInfer's and vLLM-FlashInfer's
+    /// `[num_blocks][2][block_size][kv_heads][head_dim]`) cannot be passed as two
+    /// [`Dest::Cache`] (two `&mut` of one buffer; C refuses it as `ROPE_OVERLAPPING_BUFFERS`).
+    /// Make two calls on the whole buffer, with a [`CacheLayout`] whose `block_stride` spans
+    /// both halves: first q and k (k to the cache) with v [`Dest::Skip`], then q and k `Skip`
+    /// and v to the cache at the v half (the slice starting `block_size * kv_heads *
+    /// head_dim` elements in). v is never rotated, so the result is that of one call; the
+    /// second costs the v copy only.
     pub fn apply_layer<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
         &self,
         qkv: Qkv<'_, I>,
