@@ -946,7 +946,7 @@ fn zero_head_v_cache_huge_block_stride() {
             &LayerApply::default(),
         )
     });
-    assert_eq!(keys(&cache), keys(&vec![<bf16 as Out>::canary(); 4]));
+    assert_eq!(keys(&cache), keys(&[<bf16 as Out>::canary(); 4]));
 }
 
 #[test]
@@ -963,7 +963,7 @@ fn zero_head_v_tensor_huge_token_stride() {
             &LayerApply::default(),
         )
     });
-    assert_eq!(keys(&out), keys(&vec![<f32 as Out>::canary(); 4]));
+    assert_eq!(keys(&out), keys(&[<f32 as Out>::canary(); 4]));
 }
 
 /// `Dest::InPlace` of another type than the buffer's is refused for v too (as C's
