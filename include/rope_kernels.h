@@ -1343,6 +1343,11 @@ typedef struct rope_block_q8_0 {
  */
 #define ROPE_DUPLICATE_SLOT 80
 
+/**
+ * `ROPE_SLOTS_BLOCK_TABLE` with a cache layout whose `block_size` is 0.
+ */
+#define ROPE_INVALID_BLOCK_SIZE 81
+
 #if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
  * Panic inside the boundary guard of this call.
@@ -2020,7 +2025,8 @@ rope_status rope_fill_table(const struct rope_t *rope,
  * or heads than its set), `ROPE_PARTIAL_QUANT_BLOCK`, `ROPE_INVALID_INDPTR`,
  * `ROPE_POSITION_COUNT_MISMATCH`, `ROPE_POSITION_OVERFLOW`, `ROPE_SLOT_MAPPING_LENGTH`,
  * `ROPE_BLOCK_TABLE_TOO_SHORT`, `ROPE_BLOCK_OUT_OF_RANGE`, `ROPE_SLOT_OUT_OF_RANGE`,
- * `ROPE_DUPLICATE_SLOT`, `ROPE_TABLE_SHAPE`, `ROPE_POSITION_OUT_OF_RANGE`,
+ * `ROPE_DUPLICATE_SLOT`, `ROPE_INVALID_BLOCK_SIZE` (a block table with `block_size` 0),
+ * `ROPE_TABLE_SHAPE`, `ROPE_POSITION_OUT_OF_RANGE`,
  * `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK at this length), `ROPE_PANIC`. When several
  * apply: first the boundary's (handle, struct, dtypes and kinds, options, buffers, overlap
  * of buffers), then `ROPE_TABLE_SHAPE`, then those of the Rust crate in the order

@@ -815,7 +815,7 @@ fn errors_write_nothing() {
         layer(r, b, SETS, QV, (KL, slots), mv(), &o)
     });
     let zero = CacheLayout::nhd(0, 0, 2, HD);
-    expect_err(RopeError::SlotOutOfRange { operand: Operand::KOut, token: 0, slot: 0, slots: 0 }, |r, b| {
+    expect_err(RopeError::InvalidBlockSize { operand: Operand::KOut }, |r, b| {
         layer(r, b, SETS, QV, (zero, Slots::BlockTable { block_table: &[0], blocks_per_seq: 1 }), mv(), &d)
     });
     // 6. The table.

@@ -610,7 +610,8 @@ unsafe fn run<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
 /// or heads than its set), `ROPE_PARTIAL_QUANT_BLOCK`, `ROPE_INVALID_INDPTR`,
 /// `ROPE_POSITION_COUNT_MISMATCH`, `ROPE_POSITION_OVERFLOW`, `ROPE_SLOT_MAPPING_LENGTH`,
 /// `ROPE_BLOCK_TABLE_TOO_SHORT`, `ROPE_BLOCK_OUT_OF_RANGE`, `ROPE_SLOT_OUT_OF_RANGE`,
-/// `ROPE_DUPLICATE_SLOT`, `ROPE_TABLE_SHAPE`, `ROPE_POSITION_OUT_OF_RANGE`,
+/// `ROPE_DUPLICATE_SLOT`, `ROPE_INVALID_BLOCK_SIZE` (a block table with `block_size` 0),
+/// `ROPE_TABLE_SHAPE`, `ROPE_POSITION_OUT_OF_RANGE`,
 /// `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK at this length), `ROPE_PANIC`. When several
 /// apply: first the boundary's (handle, struct, dtypes and kinds, options, buffers, overlap
 /// of buffers), then `ROPE_TABLE_SHAPE`, then those of the Rust crate in the order

@@ -514,6 +514,8 @@ static void check_statuses(const rope_t *rope, const rope_t *rope48) {
     refuse(rope, &a, ROPE_TABLE_SHAPE, "ragged table");
     a = paged_args(), a.v.kind = ROPE_DEST_IN_PLACE;
     refuse(rope, &a, ROPE_UNSUPPORTED_TYPE_PAIR, "v in place as bf16 of an f32 qkv");
+    a = paged_args(), a.v.cache.block_size = 0;
+    refuse(rope, &a, ROPE_INVALID_BLOCK_SIZE, "block table with block_size 0");
     /* A k set of 0 heads with absurd offset and strides touches nothing and is not run
      * (it overflowed to ROPE_PANIC after q was rotated): q and v as in the paged call. */
     reset();
@@ -541,7 +543,7 @@ static void check_statuses(const rope_t *rope, const rope_t *rope48) {
                                         ROPE_PARTIAL_QUANT_BLOCK,   ROPE_INVALID_INDPTR,
                                         ROPE_SLOT_MAPPING_LENGTH,   ROPE_SLOT_OUT_OF_RANGE,
                                         ROPE_BLOCK_OUT_OF_RANGE,    ROPE_BLOCK_TABLE_TOO_SHORT,
-                                        ROPE_DUPLICATE_SLOT};
+                                        ROPE_DUPLICATE_SLOT,        ROPE_INVALID_BLOCK_SIZE};
     for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
         CHECK(added[i] == 72 + (rope_status)i, "status %s is not %d", rope_status_name(added[i]), 72 + (int)i);
         CHECK(strcmp(rope_status_str(added[i]), "unknown rope_status") != 0, "status %d has no message",

@@ -176,7 +176,8 @@ impl CacheLayout {
     /// The first element of slot `slot`, head `head`: `(slot / block_size) * block_stride +
     /// (slot % block_size) * slot_stride + head * head_stride` (saturating). A layout with
     /// `block_size` 0 has no slot (its [`slots`](Self::slots) is 0, a call refuses every
-    /// token); `row` then returns 0 rather than divide by zero.
+    /// token, [`RopeError::InvalidBlockSize`] under a block table); `row` then returns 0
+    /// rather than divide by zero.
     pub const fn row(&self, slot: usize, head: usize) -> usize {
         if self.block_size == 0 {
             return 0;
@@ -228,7 +229,7 @@ pub enum Slots<'a> {
     /// Rows are picked by the token's **position**: a caller whose `position_ids` are not
     /// cache positions (left padding, MRoPE's 3-D positions, positions shifted by a prompt
     /// offset) should pass the rows itself with [`Slots::Mapping`]. A layout with
-    /// `block_size` 0 has no slot: every token is [`RopeError::SlotOutOfRange`] (`slots: 0`).
+    /// `block_size` 0 is [`RopeError::InvalidBlockSize`].
     BlockTable {
         /// Block numbers, `[sequences][blocks_per_seq]`.
         block_table: &'a [u32],
@@ -620,7 +621,7 @@ fn same_slots(a: &Slots<'_>, b: &Slots<'_>) -> bool {
 }
 
 /// Checks the slots of a cache destination whose layout was validated: `slot_mapping`'s
-/// length, then for each token in order its block-table entry (`BlockTableTooShort`), the
+/// length, a block table's `block_size` (`InvalidBlockSize`), then for each token in order its block-table entry (`BlockTableTooShort`), the
 /// block (`BlockOutOfRange`) and the slot (`SlotOutOfRange`); then that no two written tokens
 /// share a slot (`DuplicateSlot`).
 ///
@@ -643,19 +644,14 @@ fn check_slots(
             return Err(RopeError::SlotMappingLength { operand, tokens, len: m.len() });
         }
     }
+    if matches!(slots, Slots::BlockTable { .. }) && bs == 0 {
+        return Err(RopeError::InvalidBlockSize { operand });
+    }
     for (t, seq, pos) in token_walk(batch, tokens) {
         let slot: i64 = match *slots {
             Slots::Mapping(m) if m[t] == -1 => continue,
             Slots::Mapping(m) => m[t],
             Slots::BlockTable { block_table, blocks_per_seq } => {
-                if bs == 0 {
-                    return Err(RopeError::SlotOutOfRange {
-                        operand,
-                        token: t,
-                        slot: i64::from(pos),
-                        slots: 0,
-                    });
-                }
                 let e = pos as usize / bs;
                 let short = RopeError::BlockTableTooShort { operand, sequence: seq, position: pos };
                 let i = seq.checked_mul(blocks_per_seq).and_then(|i| i.checked_add(e)).ok_or(short)?;
@@ -1189,7 +1185,8 @@ impl Rope {
     ///    whose tokens or heads differ from the set's;
     /// 4. the batch: [`RopeError::InvalidIndptr`] (ragged), then
     ///    [`RopeError::PositionCountMismatch`], [`RopeError::PositionOverflow`];
-    /// 5. per cache destination, in q, k, v order: [`RopeError::SlotMappingLength`], then for
+    /// 5. per cache destination, in q, k, v order: [`RopeError::SlotMappingLength`],
+    ///    [`RopeError::InvalidBlockSize`] (a block table with `block_size` 0), then for
     ///    each token in order [`RopeError::BlockTableTooShort`],
     ///    [`RopeError::BlockOutOfRange`], [`RopeError::SlotOutOfRange`]; then
     ///    [`RopeError::DuplicateSlot`] (a destination with the same slot array (same address
