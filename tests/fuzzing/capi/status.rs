@@ -11,7 +11,7 @@ use rope_kernels_capi::{self as c, rope_status};
 use super::CapiCase;
 
 /// Every status of the header, in numeric order.
-pub const ALL_STATUSES: [rope_status; 42] = [
+pub const ALL_STATUSES: [rope_status; 43] = [
     c::ROPE_OK,
     c::ROPE_ZERO_HEAD_DIM,
     c::ROPE_INVALID_ROTARY_DIM,
