@@ -595,9 +595,10 @@ unsafe fn run<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
 ///
 /// Duplicate rows (`ROPE_DUPLICATE_SLOT`) cost one pass when the written slots increase,
 /// `O(b log b)` for a block table with positions increasing per sequence (`b` the entries
-/// used); otherwise this library (built without an allocator) sorts up to 64 written tokens
-/// on the stack, and beyond that compares each token with the earlier ones (`O(n^2)`: pass
-/// increasing `slot_mapping`s or a block table for long calls).
+/// used); otherwise the written slots are sorted, `O(n log n)`, in an allocation with the
+/// default `std` feature; a `no_std` build (no allocator) sorts up to 64 written tokens on
+/// the stack and beyond that compares each token with the earlier ones (`O(n^2)`: pass
+/// increasing `slot_mapping`s or a block table for long calls there).
 ///
 /// Errors (nothing is written): `ROPE_NULL_POINTER` (`rope`, `args`, a used buffer with a
 /// non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
