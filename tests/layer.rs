@@ -1096,3 +1096,33 @@ fn duplicate_slots_match_brute_force() {
         }
     }
 }
+
+/// More written tokens than the stack scratch of a build without `alloc` holds (64): the
+/// sorted check (with `alloc`) and the quadratic fallback (without) find the same first
+/// duplicate.
+#[test]
+fn duplicate_slots_past_the_stack_scratch() {
+    let rope = Rope::new(RopeConfig::new(64, 10_000.0)).unwrap();
+    let [q, k, _] = HeadSet::qkv_rows(1, 1, 64);
+    let tokens = if cfg!(miri) { 70 } else { 300 };
+    let layout = CacheLayout::contiguous(2 * tokens, 1, 64);
+    let mut mapping: Vec<i64> = (0..tokens as i64).rev().map(|t| 2 * t).collect();
+    for dup in [None, Some((tokens - 5, 7))] {
+        if let Some((t, from)) = dup {
+            mapping[t] = mapping[from];
+        }
+        let mut qkv = vec![0.5f32; tokens * 3 * 64];
+        let mut cache = vec![0.0f32; 2 * tokens * 64];
+        let got = rope.apply_layer(
+            Qkv::new(&mut qkv, tokens, [q, k, HeadSet::default()]),
+            Dest::<f32>::Skip,
+            Dest::Cache { data: &mut cache, layout, slots: Slots::Mapping(&mapping) },
+            Dest::<f32>::Skip,
+            &LayerApply::default(),
+        );
+        let want = dup.map_or(Ok(()), |(t, from)| {
+            Err(RopeError::DuplicateSlot { operand: Operand::KOut, token: t, slot: mapping[from] as usize })
+        });
+        assert_eq!(got, want);
+    }
+}
