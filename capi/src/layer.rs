@@ -7,7 +7,7 @@ use core::ffi::c_void;
 use core::mem::{align_of, size_of};
 
 use rope_kernels::{
-    bf16, f16, Batch, BlockQ8_0, CacheElement, CacheLayout, CosSin, CosSinTable, Dest, Direction, Element,
+    bf16, f16, Batch, BlockQ8_0, CacheLayout, CosSin, CosSinTable, Dest, Direction, Element, ErasedDest,
     HeadSet, LayerApply, Positions, Qkv, RopeRef, Slots, View,
 };
 
@@ -528,49 +528,31 @@ unsafe fn run_input(r: &RopeRef<'_>, call: Call<'_>, dtypes: [rope_dtype; 4]) ->
     }
 }
 
+/// The call of input type `I`: slices of the checked buffers, each destination erased
+/// ([`erased`]: one instance per output type), then `RopeRef::apply_layer_erased` (one
+/// instance per input type), which validates the rest (sets, overlap, shapes, batch,
+/// slots) before writing.
+///
 /// # Safety
 /// As [`run_input`], `I` the type of `dtypes[0]`.
 unsafe fn run_q<I: Element>(r: &RopeRef<'_>, call: Call<'_>, dtypes: [rope_dtype; 4]) -> R<()> {
-    // SAFETY: as above.
-    by_dtype!(dtypes[1], Q => unsafe { run_k::<I, Q>(r, call, dtypes) })
-}
-
-/// # Safety
-/// As [`run_q`], `Q` the type of `dtypes[1]`.
-unsafe fn run_k<I: Element, Q: CacheElement>(
-    r: &RopeRef<'_>,
-    call: Call<'_>,
-    dtypes: [rope_dtype; 4],
-) -> R<()> {
-    // SAFETY: as above.
-    by_dtype!(dtypes[2], K => unsafe { run_v::<I, Q, K>(r, call, dtypes) })
-}
-
-/// # Safety
-/// As [`run_k`], `K` the type of `dtypes[2]`.
-unsafe fn run_v<I: Element, Q: CacheElement, K: CacheElement>(
-    r: &RopeRef<'_>,
-    call: Call<'_>,
-    dtypes: [rope_dtype; 4],
-) -> R<()> {
-    // SAFETY: as above.
-    by_dtype!(dtypes[3], V => unsafe { run::<I, Q, K, V>(r, call) })
-}
-
-/// The typed call: slices of the checked buffers, then `RopeRef::apply_layer`, which
-/// validates the rest (sets, overlap, shapes, batch, slots) before writing.
-///
-/// # Safety
-/// As [`run_v`], `V` the type of `dtypes[3]`.
-unsafe fn run<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
-    r: &RopeRef<'_>,
-    call: Call<'_>,
-) -> R<()> {
     let [q, k, v] = call.dests;
     // SAFETY: each buffer was checked for its tag's type, which is the type it is made
     // with here (the caller's contract); all are disjoint (checked).
-    let (qkv, q, k, v) = unsafe { (typed::<I>(call.qkv)?, dest::<Q>(q)?, dest::<K>(k)?, dest::<V>(v)?) };
-    rust(r.apply_layer(Qkv::new(qkv, call.tokens, call.sets), q, k, v, &call.opts))
+    let (qkv, q, k, v) = unsafe {
+        (typed::<I>(call.qkv)?, erased(q, dtypes[1])?, erased(k, dtypes[2])?, erased(v, dtypes[3])?)
+    };
+    rust(r.apply_layer_erased(Qkv::new(qkv, call.tokens, call.sets), q, k, v, &call.opts))
+}
+
+/// A destination of the type its tag `dtype` names (a value [`out_dtype`] returned), erased.
+///
+/// # Safety
+/// As [`dest`], for the type of `dtype`.
+#[inline(never)]
+unsafe fn erased<'a>(d: RawDest<'a>, dtype: rope_dtype) -> R<ErasedDest<'a>> {
+    // SAFETY: the function's contract.
+    by_dtype!(dtype, O => Ok(ErasedDest::new(unsafe { dest::<O>(d) }?)))
 }
 
 /// Rotates one attention layer's q and k and appends k and v to their destinations, in one

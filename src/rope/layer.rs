@@ -8,11 +8,12 @@
 //! runs it, with every check made before anything is written.
 
 use core::any::TypeId;
+use core::marker::PhantomData;
 
 use super::{Apply, CosSin, Direction, Positions, Rope, RopeRef, TokenParams};
 use crate::element::Element;
 use crate::error::{Operand, RopeError};
-use crate::kernels::q8_0::CacheElement;
+use crate::kernels::q8_0::{BlockQ8_0, CacheDType, CacheElement};
 use crate::kernels::{self, ConvertArgs, RotateArgs};
 use crate::view::View;
 
@@ -833,21 +834,26 @@ struct Part<'s> {
     write: unsafe fn(&Part<'s>, &Step<'_>),
 }
 
-impl<'s> Part<'s> {
-    /// Erases destination `dest` of element type `O` for input type `I`.
-    fn new<I: Element, O: CacheElement>(
-        operand: Operand,
-        set: HeadSet,
-        src: *mut I,
-        dest: Dest<'s, O>,
-        head_dim: usize,
-        rotated: bool,
-    ) -> Self {
-        let in_place = matches!(dest, Dest::InPlace);
+/// A [`Dest`] with its element type erased: what [`RopeRef::apply_layer_erased`] takes.
+/// Hidden: for the C ABI, which dispatches dtype tags at run time, so that it carries one
+/// instance of the call per input type (and one [`ErasedDest::new`] per output type)
+/// instead of one per combination of four types.
+#[doc(hidden)]
+pub struct ErasedDest<'a> {
+    to: Target<'a>,
+    units: usize,
+    ty: TypeId,
+    dtype: CacheDType,
+    /// The destination's buffer stays borrowed (mutably) for `'a`.
+    _data: PhantomData<&'a mut ()>,
+}
+
+impl<'a> ErasedDest<'a> {
+    /// Erases `dest` (its buffer's pointer and length, its type's tag).
+    pub fn new<O: CacheElement>(dest: Dest<'a, O>) -> Self {
         let to = match dest {
             Dest::Skip => Target::None,
-            Dest::InPlace if rotated => Target::InPlace,
-            Dest::InPlace => Target::None,
+            Dest::InPlace => Target::InPlace,
             Dest::Tensor { data, view } => {
                 Target::Rows { dst: data.as_mut_ptr().cast(), len: data.len(), view }
             }
@@ -855,16 +861,51 @@ impl<'s> Part<'s> {
                 Target::Cache { dst: data.as_mut_ptr().cast(), len: data.len(), layout, slots }
             }
         };
+        ErasedDest {
+            to,
+            units: O::ELEMENTS_PER_UNIT,
+            ty: TypeId::of::<O>(),
+            dtype: O::CACHE_DTYPE,
+            _data: PhantomData,
+        }
+    }
+}
+
+impl<'s> Part<'s> {
+    /// Part `operand` of input type `I`: its set in the fused buffer `src`, its erased
+    /// destination, and the writer of the (input, destination) types.
+    fn new<I: Element>(
+        operand: Operand,
+        set: HeadSet,
+        src: *mut I,
+        dest: ErasedDest<'s>,
+        head_dim: usize,
+        rotated: bool,
+    ) -> Self {
+        let in_place = matches!(dest.to, Target::InPlace);
+        let to = match dest.to {
+            Target::InPlace if !rotated => Target::None,
+            to => to,
+        };
+        // The tag comes from the sealed `CacheElement` of the erased type: the writer's `O`
+        // is the destination buffer's type.
+        type Write<'s> = unsafe fn(&Part<'s>, &Step<'_>);
+        let write = match dest.dtype {
+            CacheDType::F32 => write_token::<I, f32> as Write<'s>,
+            CacheDType::F16 => write_token::<I, crate::f16> as Write<'s>,
+            CacheDType::BF16 => write_token::<I, crate::bf16> as Write<'s>,
+            CacheDType::Q8_0 => write_token::<I, BlockQ8_0> as Write<'s>,
+        };
         Part {
             operand,
             set,
             src: src.cast(),
             to,
-            head_len: head_dim / O::ELEMENTS_PER_UNIT,
-            same_type: TypeId::of::<I>() == TypeId::of::<O>(),
-            quant: O::ELEMENTS_PER_UNIT != 1,
+            head_len: head_dim / dest.units,
+            same_type: TypeId::of::<I>() == dest.ty,
+            quant: dest.units != 1,
             in_place,
-            write: write_token::<I, O>,
+            write,
         }
     }
 
@@ -961,13 +1002,30 @@ impl RopeRef<'_> {
         v: Dest<'_, V>,
         opts: &LayerApply<'_>,
     ) -> Result<(), RopeError> {
+        self.apply_layer_erased(qkv, ErasedDest::new(q), ErasedDest::new(k), ErasedDest::new(v), opts)
+    }
+
+    /// [`RopeRef::apply_layer`] with the destinations' types erased ([`ErasedDest::new`]):
+    /// one instance per input type. Hidden: for the C ABI.
+    ///
+    /// # Errors
+    /// Those of [`Rope::apply_layer`](crate::Rope::apply_layer).
+    #[doc(hidden)]
+    pub fn apply_layer_erased<I: Element>(
+        &self,
+        qkv: Qkv<'_, I>,
+        q: ErasedDest<'_>,
+        k: ErasedDest<'_>,
+        v: ErasedDest<'_>,
+        opts: &LayerApply<'_>,
+    ) -> Result<(), RopeError> {
         let hd = self.params.head_dim;
         let (src, len, tokens) = (qkv.data.as_mut_ptr(), qkv.data.len(), qkv.tokens);
         let [qs, ks, vs] = qkv.sets;
         let parts = [
-            Part::new(Operand::Q, qs, src, q, hd, true),
-            Part::new(Operand::K, ks, src, k, hd, true),
-            Part::new(Operand::V, vs, src, v, hd, false),
+            Part::new::<I>(Operand::Q, qs, src, q, hd, true),
+            Part::new::<I>(Operand::K, ks, src, k, hd, true),
+            Part::new::<I>(Operand::V, vs, src, v, hd, false),
         ];
         let Some(seq_len) = self.check_layer(len, tokens, &parts, opts)? else {
             return Ok(());
