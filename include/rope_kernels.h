@@ -1017,8 +1017,9 @@ typedef struct rope_block_q8_0 {
 #define ROPE_DEST_SKIP 0
 
 /**
- * Rotated where it lies in `qkv` (q and k; `dtype` must be `qkv_dtype`). v is never
- * rotated: for v this is `ROPE_DEST_SKIP`.
+ * Rotated where it lies in `qkv` (q and k). v is never rotated: for v it is left where it
+ * lies, as `ROPE_DEST_SKIP`. For q, k and v, `dtype` must be `qkv_dtype`
+ * (`ROPE_UNSUPPORTED_TYPE_PAIR` otherwise), as Rust's `Dest::InPlace`.
  */
 #define ROPE_DEST_IN_PLACE 1
 
@@ -1341,6 +1342,11 @@ typedef struct rope_block_q8_0 {
  * Two tokens of the call map to one cache slot (one row written twice).
  */
 #define ROPE_DUPLICATE_SLOT 80
+
+/**
+ * `ROPE_SLOTS_BLOCK_TABLE` with a cache layout whose `block_size` is 0.
+ */
+#define ROPE_INVALID_BLOCK_SIZE 81
 
 #if (defined(ROPE_CAPI_TESTING) || defined(ROPE_CAPI_TESTING))
 /**
@@ -1996,6 +2002,19 @@ rope_status rope_fill_table(const struct rope_t *rope,
  * (`ROPE_OVERLAPPING_BUFFERS`, decided by address range). Within `qkv` the q, k and v sets
  * are checked exactly, on the elements they touch (`ROPE_OVERLAPPING_HEAD_SETS`).
  *
+ * k and v in one cache allocation (FlashInfer `[num_blocks][2][block_size][kv_heads]
+ * [head_dim]`) overlap by address range: make two calls, q and k (k to the cache, `block`
+ * stride spanning both halves) with v `ROPE_DEST_SKIP`, then q and k `ROPE_DEST_SKIP` and v
+ * to the cache at the v half (`data` `block_size * kv_heads * head_dim` elements in). v is
+ * never rotated, so the result is that of one call.
+ *
+ * Duplicate rows (`ROPE_DUPLICATE_SLOT`) cost one pass when the written slots increase,
+ * `O(b log b)` for a block table with positions increasing per sequence (`b` the entries
+ * used); otherwise the written slots are sorted, `O(n log n)`, in an allocation with the
+ * default `std` feature; a `no_std` build (no allocator) sorts up to 64 written tokens on
+ * the stack and beyond that compares each token with the earlier ones (`O(n^2)`: pass
+ * increasing `slot_mapping`s or a block table for long calls there).
+ *
  * Errors (nothing is written): `ROPE_NULL_POINTER` (`rope`, `args`, a used buffer with a
  * non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
  * `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM` (a dtype, kind, slots, batch,
@@ -2007,7 +2026,8 @@ rope_status rope_fill_table(const struct rope_t *rope,
  * or heads than its set), `ROPE_PARTIAL_QUANT_BLOCK`, `ROPE_INVALID_INDPTR`,
  * `ROPE_POSITION_COUNT_MISMATCH`, `ROPE_POSITION_OVERFLOW`, `ROPE_SLOT_MAPPING_LENGTH`,
  * `ROPE_BLOCK_TABLE_TOO_SHORT`, `ROPE_BLOCK_OUT_OF_RANGE`, `ROPE_SLOT_OUT_OF_RANGE`,
- * `ROPE_DUPLICATE_SLOT`, `ROPE_TABLE_SHAPE`, `ROPE_POSITION_OUT_OF_RANGE`,
+ * `ROPE_DUPLICATE_SLOT`, `ROPE_INVALID_BLOCK_SIZE` (a block table with `block_size` 0),
+ * `ROPE_TABLE_SHAPE`, `ROPE_POSITION_OUT_OF_RANGE`,
  * `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK at this length), `ROPE_PANIC`. When several
  * apply: first the boundary's (handle, struct, dtypes and kinds, options, buffers, overlap
  * of buffers), then `ROPE_TABLE_SHAPE`, then those of the Rust crate in the order

@@ -309,6 +309,14 @@ pub enum RopeError {
         /// Blocks given (`values` must be `32 * blocks`).
         blocks: usize,
     },
+
+    /// A cache destination addressed by a block table ([`Slots::BlockTable`](crate::Slots))
+    /// whose [`CacheLayout`](crate::CacheLayout) has `block_size` 0 (no position maps to a
+    /// block).
+    InvalidBlockSize {
+        /// The destination.
+        operand: Operand,
+    },
 }
 
 impl fmt::Display for RopeError {
@@ -432,6 +440,9 @@ impl fmt::Display for RopeError {
             }
             RopeError::QuantizeLength { values, blocks } => {
                 write!(f, "q8_0: {values} values for {blocks} blocks of 32")
+            }
+            RopeError::InvalidBlockSize { operand } => {
+                write!(f, "{operand:?}: a block table needs a cache layout with block_size > 0")
             }
         }
     }

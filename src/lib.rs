@@ -90,6 +90,8 @@ pub use half::{bf16, f16};
 #[doc(hidden)]
 pub use kernels::q8_0::CacheDType;
 pub use kernels::q8_0::{quantize_row_q8_0, BlockQ8_0, CacheElement, QK8_0};
+#[doc(hidden)]
+pub use rope::ErasedDest;
 pub use rope::{
     vision_position_ids, AxisApply, AxisRows, MRope, MRopeApply, MRopeIndex, MRopeStyle, VisionApply,
     VisionRope, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,

@@ -32,6 +32,8 @@ mod qknorm;
 pub use qknorm::{QkNorm, WeightOffset};
 
 mod layer;
+#[doc(hidden)]
+pub use layer::ErasedDest;
 pub use layer::{Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Slots};
 
 /// Rotation direction.

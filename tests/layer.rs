@@ -815,7 +815,7 @@ fn errors_write_nothing() {
         layer(r, b, SETS, QV, (KL, slots), mv(), &o)
     });
     let zero = CacheLayout::nhd(0, 0, 2, HD);
-    expect_err(RopeError::SlotOutOfRange { operand: Operand::KOut, token: 0, slot: 0, slots: 0 }, |r, b| {
+    expect_err(RopeError::InvalidBlockSize { operand: Operand::KOut }, |r, b| {
         layer(r, b, SETS, QV, (zero, Slots::BlockTable { block_table: &[0], blocks_per_seq: 1 }), mv(), &d)
     });
     // 6. The table.
@@ -874,5 +874,255 @@ fn head_sets_equal_apply_qk() {
             in_bits(&fused[t * 8 * HD + 4 * HD..t * 8 * HD + 6 * HD]),
             in_bits(&kt[t * 2 * HD..(t + 1) * 2 * HD])
         );
+    }
+}
+
+// ---- Review fixes (issue 17): sets of 0 heads, v in place of another type ----
+
+/// A used set of 0 heads passes its checks whatever its offset and strides (it touches no
+/// element); the call must then form no pointer for it (Miri: no out-of-bounds offset), not
+/// panic, and give the result of the same call with that part skipped.
+fn zero_heads_case(
+    tokens: usize,
+    k: HeadSet,
+    v: HeadSet,
+    mut run: impl FnMut(&Rope, &mut [f32], [HeadSet; 3]) -> Result<(), RopeError>,
+) {
+    let rope = Rope::new(RopeConfig::new(64, 10_000.0)).unwrap();
+    let q = HeadSet { offset: 0, heads: 1, token_stride: 64, head_stride: 64 };
+    let fresh = || -> Vec<f32> { (0..tokens * 64).map(|i| (i % 17) as f32 * 0.1 - 0.8).collect() };
+    let mut got = fresh();
+    run(&rope, &mut got, [q, k, v]).unwrap();
+    let mut want = fresh();
+    rope.apply_head_sets(&mut want, tokens, q, None, &Apply::start(0)).unwrap();
+    assert_eq!(in_bits(&got), in_bits(&want));
+}
+
+#[test]
+fn zero_head_k_in_place_huge_token_stride() {
+    let k = HeadSet { offset: 0, heads: 0, token_stride: usize::MAX, head_stride: 0 };
+    zero_heads_case(3, k, HeadSet::default(), |r, qkv, sets| {
+        r.apply_layer(
+            Qkv::new(qkv, 3, sets),
+            Dest::<f32>::InPlace,
+            Dest::<f32>::InPlace,
+            Dest::<f32>::Skip,
+            &LayerApply::default(),
+        )
+    });
+}
+
+#[test]
+fn zero_head_k_in_place_offset_past_buffer() {
+    let k = HeadSet { offset: usize::MAX / 8, heads: 0, token_stride: 0, head_stride: 0 };
+    zero_heads_case(1, k, HeadSet::default(), |r, qkv, sets| {
+        r.apply_layer(
+            Qkv::new(qkv, 1, sets),
+            Dest::<f32>::InPlace,
+            Dest::<f32>::InPlace,
+            Dest::<f32>::Skip,
+            &LayerApply::default(),
+        )
+    });
+}
+
+#[test]
+fn zero_head_v_cache_huge_block_stride() {
+    let v = HeadSet { offset: usize::MAX, heads: 0, token_stride: usize::MAX, head_stride: 0 };
+    let layout = CacheLayout {
+        num_blocks: 8,
+        block_size: 1,
+        block_stride: usize::MAX,
+        slot_stride: 0,
+        head_stride: 0,
+    };
+    let mut cache = vec![<bf16 as Out>::canary(); 4];
+    zero_heads_case(3, HeadSet::default(), v, |r, qkv, sets| {
+        r.apply_layer(
+            Qkv::new(qkv, 3, sets),
+            Dest::<f32>::InPlace,
+            Dest::<f32>::Skip,
+            Dest::Cache { data: &mut cache, layout, slots: Slots::Positions },
+            &LayerApply::default(),
+        )
+    });
+    assert_eq!(keys(&cache), keys(&[<bf16 as Out>::canary(); 4]));
+}
+
+#[test]
+fn zero_head_v_tensor_huge_token_stride() {
+    let v = HeadSet { offset: 0, heads: 0, token_stride: 0, head_stride: 0 };
+    let view = View { tokens: 3, heads: 0, token_stride: usize::MAX, head_stride: 0 };
+    let mut out = vec![<f32 as Out>::canary(); 4];
+    zero_heads_case(3, HeadSet::default(), v, |r, qkv, sets| {
+        r.apply_layer(
+            Qkv::new(qkv, 3, sets),
+            Dest::<f32>::InPlace,
+            Dest::<f32>::Skip,
+            Dest::Tensor { data: &mut out, view },
+            &LayerApply::default(),
+        )
+    });
+    assert_eq!(keys(&out), keys(&[<f32 as Out>::canary(); 4]));
+}
+
+/// `Dest::InPlace` of another type than the buffer's is refused for v too (as C's
+/// `ROPE_DEST_IN_PLACE`), though v in place writes nothing; of the same type it is a no-op.
+#[test]
+fn v_in_place_needs_the_input_type() {
+    let [q, _, v] = SETS;
+    expect_err(RopeError::UnsupportedTypePair { operand: Operand::VOut }, |r, b| {
+        r.apply_layer(
+            Qkv::new(&mut b.qkv, TOKENS, [q, HeadSet::default(), v]),
+            Dest::Tensor { data: &mut b.q, view: QV },
+            Dest::<f32>::Skip,
+            Dest::<bf16>::InPlace,
+            &LayerApply::default(),
+        )
+    });
+    let rope = Rope::new(RopeConfig::new(HD, 10_000.0)).unwrap();
+    let mut b = bufs();
+    rope.apply_layer(
+        Qkv::new(&mut b.qkv, TOKENS, [q, HeadSet::default(), v]),
+        Dest::<f32>::Skip,
+        Dest::<f32>::Skip,
+        Dest::<f32>::InPlace,
+        &LayerApply::default(),
+    )
+    .unwrap();
+    assert_eq!(in_bits(&b.qkv), in_bits(&bufs().qkv));
+}
+
+/// The duplicate-row rule (a `Vec`-sorted or block-run check when slots do not increase)
+/// against brute force (the first token, in order, whose slot an earlier token writes), on
+/// random slot mappings and block tables (shuffled, shared and repeated blocks) over single,
+/// ragged and `position_ids` batches.
+#[test]
+fn duplicate_slots_match_brute_force() {
+    let rope = Rope::new(RopeConfig::new(64, 10_000.0)).unwrap();
+    let mut rng = SmallRng::seed_from_u64(17);
+    let [q, k, _] = HeadSet::qkv_rows(1, 1, 64);
+    for case in 0..if cfg!(miri) { 20 } else { 3000 } {
+        let tokens = rng.random_range(1..=24usize);
+        let (num_blocks, bs) = (rng.random_range(1..=12usize), rng.random_range(1..=5usize));
+        let layout = CacheLayout::nhd(num_blocks, bs, 1, 64);
+        let n = num_blocks * bs;
+        let seqs = rng.random_range(1..=4usize);
+        let mut cuts: Vec<u32> = (0..seqs - 1).map(|_| rng.random_range(0..=tokens as u32)).collect();
+        cuts.sort_unstable();
+        let indptr: Vec<u32> = [0].into_iter().chain(cuts).chain([tokens as u32]).collect();
+        let bps = rng.random_range(1..=6usize);
+        let cap = (bps * bs) as u32;
+        let start: Vec<u32> =
+            indptr.windows(2).map(|w| rng.random_range(0..=cap - (w[1] - w[0]).min(cap))).collect();
+        // Positions per token: from starts, or explicit ids (often increasing, sometimes not).
+        let sorted_ids = rng.random_bool(0.5);
+        let ids: Vec<u32> = indptr
+            .windows(2)
+            .flat_map(|w| {
+                let mut v: Vec<u32> = (w[0]..w[1]).map(|_| rng.random_range(0..cap)).collect();
+                if sorted_ids {
+                    v.sort_unstable();
+                    v.dedup();
+                    while v.len() < (w[1] - w[0]) as usize {
+                        v.push(cap - 1);
+                    }
+                }
+                v
+            })
+            .collect();
+        let batch = match case % 3 {
+            0 => Batch::Ragged { indptr: &indptr, start: &start },
+            1 => Batch::RaggedIds { indptr: &indptr, position_ids: &ids },
+            _ => Batch::Single(Positions::Ids(&ids)),
+        };
+        let table: Vec<u32> = if rng.random_bool(0.5) {
+            (0..seqs * bps).map(|_| rng.random_range(0..num_blocks as u32)).collect()
+        } else {
+            // A permutation (distinct blocks), as a block allocator hands out, when it fits.
+            let mut t: Vec<u32> =
+                (0..(seqs * bps).max(num_blocks) as u32).map(|b| b % num_blocks as u32).collect();
+            for i in (1..t.len()).rev() {
+                t.swap(i, rng.random_range(0..=i));
+            }
+            t
+        };
+        let mapping: Vec<i64> = (0..tokens)
+            .map(|t| match rng.random_range(0..10) {
+                0 => -1,
+                1..=3 => rng.random_range(-1..n as i64),
+                _ => ((t * 7 + rng.random_range(0..3)) % n) as i64,
+            })
+            .collect();
+        let walk = walk(&batch, tokens);
+        for slots in
+            [Slots::Mapping(&mapping), Slots::BlockTable { block_table: &table, blocks_per_seq: bps }]
+        {
+            if matches!(slots, Slots::BlockTable { .. }) && walk.iter().any(|w| w.2 >= cap) {
+                continue; // BlockTableTooShort, tested elsewhere
+            }
+            let slot_of = |&(t, seq, pos): &(usize, usize, u32)| -> Option<i64> {
+                match slots {
+                    Slots::Mapping(m) => Some(m[t]).filter(|&s| s >= 0),
+                    Slots::BlockTable { .. } => {
+                        let p = pos as usize;
+                        Some((table[seq * bps + p / bs] as usize * bs + p % bs) as i64)
+                    }
+                    Slots::Positions => unreachable!(),
+                }
+            };
+            let mut seen = std::collections::HashSet::new();
+            let want = walk
+                .iter()
+                .find_map(|w| {
+                    let s = slot_of(w)?;
+                    (!seen.insert(s)).then_some(RopeError::DuplicateSlot {
+                        operand: Operand::KOut,
+                        token: w.0,
+                        slot: s as usize,
+                    })
+                })
+                .map_or(Ok(()), Err);
+            let mut qkv = vec![0.5f32; tokens * 3 * 64];
+            let mut cache = vec![0.0f32; n * 64];
+            let got = rope.apply_layer(
+                Qkv::new(&mut qkv, tokens, [q, k, HeadSet::default()]),
+                Dest::<f32>::Skip,
+                Dest::Cache { data: &mut cache, layout, slots },
+                Dest::<f32>::Skip,
+                &LayerApply::batch(batch),
+            );
+            assert_eq!(got, want, "case {case}: {batch:?} {slots:?} block_size {bs}");
+        }
+    }
+}
+
+/// More written tokens than the stack scratch of a build without `alloc` holds (64): the
+/// sorted check (with `alloc`) and the quadratic fallback (without) find the same first
+/// duplicate.
+#[test]
+fn duplicate_slots_past_the_stack_scratch() {
+    let rope = Rope::new(RopeConfig::new(64, 10_000.0)).unwrap();
+    let [q, k, _] = HeadSet::qkv_rows(1, 1, 64);
+    let tokens = if cfg!(miri) { 70 } else { 300 };
+    let layout = CacheLayout::contiguous(2 * tokens, 1, 64);
+    let mut mapping: Vec<i64> = (0..tokens as i64).rev().map(|t| 2 * t).collect();
+    for dup in [None, Some((tokens - 5, 7))] {
+        if let Some((t, from)) = dup {
+            mapping[t] = mapping[from];
+        }
+        let mut qkv = vec![0.5f32; tokens * 3 * 64];
+        let mut cache = vec![0.0f32; 2 * tokens * 64];
+        let got = rope.apply_layer(
+            Qkv::new(&mut qkv, tokens, [q, k, HeadSet::default()]),
+            Dest::<f32>::Skip,
+            Dest::Cache { data: &mut cache, layout, slots: Slots::Mapping(&mapping) },
+            Dest::<f32>::Skip,
+            &LayerApply::default(),
+        );
+        let want = dup.map_or(Ok(()), |(t, from)| {
+            Err(RopeError::DuplicateSlot { operand: Operand::KOut, token: t, slot: mapping[from] as usize })
+        });
+        assert_eq!(got, want);
     }
 }

@@ -7,7 +7,7 @@ use core::ffi::c_void;
 use core::mem::{align_of, size_of};
 
 use rope_kernels::{
-    bf16, f16, Batch, BlockQ8_0, CacheElement, CacheLayout, CosSin, CosSinTable, Dest, Direction, Element,
+    bf16, f16, Batch, BlockQ8_0, CacheLayout, CosSin, CosSinTable, Dest, Direction, Element, ErasedDest,
     HeadSet, LayerApply, Positions, Qkv, RopeRef, Slots, View,
 };
 
@@ -97,8 +97,9 @@ pub struct rope_cache_layout {
 pub type rope_dest_kind = u32;
 /// Not written (v: not copied). A zeroed `rope_dest` is this.
 pub const ROPE_DEST_SKIP: rope_dest_kind = 0;
-/// Rotated where it lies in `qkv` (q and k; `dtype` must be `qkv_dtype`). v is never
-/// rotated: for v this is `ROPE_DEST_SKIP`.
+/// Rotated where it lies in `qkv` (q and k). v is never rotated: for v it is left where it
+/// lies, as `ROPE_DEST_SKIP`. For q, k and v, `dtype` must be `qkv_dtype`
+/// (`ROPE_UNSUPPORTED_TYPE_PAIR` otherwise), as Rust's `Dest::InPlace`.
 pub const ROPE_DEST_IN_PLACE: rope_dest_kind = 1;
 /// Into a `[tokens][heads][head_dim]` tensor `data` with `view` (its tokens and heads
 /// those of the set).
@@ -527,49 +528,31 @@ unsafe fn run_input(r: &RopeRef<'_>, call: Call<'_>, dtypes: [rope_dtype; 4]) ->
     }
 }
 
+/// The call of input type `I`: slices of the checked buffers, each destination erased
+/// ([`erased`]: one instance per output type), then `RopeRef::apply_layer_erased` (one
+/// instance per input type), which validates the rest (sets, overlap, shapes, batch,
+/// slots) before writing.
+///
 /// # Safety
 /// As [`run_input`], `I` the type of `dtypes[0]`.
 unsafe fn run_q<I: Element>(r: &RopeRef<'_>, call: Call<'_>, dtypes: [rope_dtype; 4]) -> R<()> {
-    // SAFETY: as above.
-    by_dtype!(dtypes[1], Q => unsafe { run_k::<I, Q>(r, call, dtypes) })
-}
-
-/// # Safety
-/// As [`run_q`], `Q` the type of `dtypes[1]`.
-unsafe fn run_k<I: Element, Q: CacheElement>(
-    r: &RopeRef<'_>,
-    call: Call<'_>,
-    dtypes: [rope_dtype; 4],
-) -> R<()> {
-    // SAFETY: as above.
-    by_dtype!(dtypes[2], K => unsafe { run_v::<I, Q, K>(r, call, dtypes) })
-}
-
-/// # Safety
-/// As [`run_k`], `K` the type of `dtypes[2]`.
-unsafe fn run_v<I: Element, Q: CacheElement, K: CacheElement>(
-    r: &RopeRef<'_>,
-    call: Call<'_>,
-    dtypes: [rope_dtype; 4],
-) -> R<()> {
-    // SAFETY: as above.
-    by_dtype!(dtypes[3], V => unsafe { run::<I, Q, K, V>(r, call) })
-}
-
-/// The typed call: slices of the checked buffers, then `RopeRef::apply_layer`, which
-/// validates the rest (sets, overlap, shapes, batch, slots) before writing.
-///
-/// # Safety
-/// As [`run_v`], `V` the type of `dtypes[3]`.
-unsafe fn run<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
-    r: &RopeRef<'_>,
-    call: Call<'_>,
-) -> R<()> {
     let [q, k, v] = call.dests;
     // SAFETY: each buffer was checked for its tag's type, which is the type it is made
     // with here (the caller's contract); all are disjoint (checked).
-    let (qkv, q, k, v) = unsafe { (typed::<I>(call.qkv)?, dest::<Q>(q)?, dest::<K>(k)?, dest::<V>(v)?) };
-    rust(r.apply_layer(Qkv::new(qkv, call.tokens, call.sets), q, k, v, &call.opts))
+    let (qkv, q, k, v) = unsafe {
+        (typed::<I>(call.qkv)?, erased(q, dtypes[1])?, erased(k, dtypes[2])?, erased(v, dtypes[3])?)
+    };
+    rust(r.apply_layer_erased(Qkv::new(qkv, call.tokens, call.sets), q, k, v, &call.opts))
+}
+
+/// A destination of the type its tag `dtype` names (a value [`out_dtype`] returned), erased.
+///
+/// # Safety
+/// As [`dest`], for the type of `dtype`.
+#[inline(never)]
+unsafe fn erased<'a>(d: RawDest<'a>, dtype: rope_dtype) -> R<ErasedDest<'a>> {
+    // SAFETY: the function's contract.
+    by_dtype!(dtype, O => Ok(ErasedDest::new(unsafe { dest::<O>(d) }?)))
 }
 
 /// Rotates one attention layer's q and k and appends k and v to their destinations, in one
@@ -586,6 +569,19 @@ unsafe fn run<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
 /// (`ROPE_OVERLAPPING_BUFFERS`, decided by address range). Within `qkv` the q, k and v sets
 /// are checked exactly, on the elements they touch (`ROPE_OVERLAPPING_HEAD_SETS`).
 ///
+/// k and v in one cache allocation (FlashInfer `[num_blocks][2][block_size][kv_heads]
+/// [head_dim]`) overlap by address range: make two calls, q and k (k to the cache, `block`
+/// stride spanning both halves) with v `ROPE_DEST_SKIP`, then q and k `ROPE_DEST_SKIP` and v
+/// to the cache at the v half (`data` `block_size * kv_heads * head_dim` elements in). v is
+/// never rotated, so the result is that of one call.
+///
+/// Duplicate rows (`ROPE_DUPLICATE_SLOT`) cost one pass when the written slots increase,
+/// `O(b log b)` for a block table with positions increasing per sequence (`b` the entries
+/// used); otherwise the written slots are sorted, `O(n log n)`, in an allocation with the
+/// default `std` feature; a `no_std` build (no allocator) sorts up to 64 written tokens on
+/// the stack and beyond that compares each token with the earlier ones (`O(n^2)`: pass
+/// increasing `slot_mapping`s or a block table for long calls there).
+///
 /// Errors (nothing is written): `ROPE_NULL_POINTER` (`rope`, `args`, a used buffer with a
 /// non-zero count), `ROPE_MISALIGNED_POINTER`, `ROPE_INVALID_HANDLE`,
 /// `ROPE_UNSUPPORTED_STRUCT_SIZE`, `ROPE_UNKNOWN_ENUM` (a dtype, kind, slots, batch,
@@ -597,7 +593,8 @@ unsafe fn run<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
 /// or heads than its set), `ROPE_PARTIAL_QUANT_BLOCK`, `ROPE_INVALID_INDPTR`,
 /// `ROPE_POSITION_COUNT_MISMATCH`, `ROPE_POSITION_OVERFLOW`, `ROPE_SLOT_MAPPING_LENGTH`,
 /// `ROPE_BLOCK_TABLE_TOO_SHORT`, `ROPE_BLOCK_OUT_OF_RANGE`, `ROPE_SLOT_OUT_OF_RANGE`,
-/// `ROPE_DUPLICATE_SLOT`, `ROPE_TABLE_SHAPE`, `ROPE_POSITION_OUT_OF_RANGE`,
+/// `ROPE_DUPLICATE_SLOT`, `ROPE_INVALID_BLOCK_SIZE` (a block table with `block_size` 0),
+/// `ROPE_TABLE_SHAPE`, `ROPE_POSITION_OUT_OF_RANGE`,
 /// `ROPE_INVALID_SCALING_PARAMETER` (dynamic NTK at this length), `ROPE_PANIC`. When several
 /// apply: first the boundary's (handle, struct, dtypes and kinds, options, buffers, overlap
 /// of buffers), then `ROPE_TABLE_SHAPE`, then those of the Rust crate in the order

@@ -153,10 +153,12 @@ pub const ROPE_BLOCK_OUT_OF_RANGE: rope_status = 78;
 pub const ROPE_BLOCK_TABLE_TOO_SHORT: rope_status = 79;
 /// Two tokens of the call map to one cache slot (one row written twice).
 pub const ROPE_DUPLICATE_SLOT: rope_status = 80;
+/// `ROPE_SLOTS_BLOCK_TABLE` with a cache layout whose `block_size` is 0.
+pub const ROPE_INVALID_BLOCK_SIZE: rope_status = 81;
 
 /// Every status, in numeric order (tests check that each has a name and a message).
 #[cfg(test)]
-pub(crate) const ALL_STATUSES: [rope_status; 47] = [
+pub(crate) const ALL_STATUSES: [rope_status; 48] = [
     ROPE_OK,
     ROPE_ZERO_HEAD_DIM,
     ROPE_INVALID_ROTARY_DIM,
@@ -204,6 +206,7 @@ pub(crate) const ALL_STATUSES: [rope_status; 47] = [
     ROPE_BLOCK_OUT_OF_RANGE,
     ROPE_BLOCK_TABLE_TOO_SHORT,
     ROPE_DUPLICATE_SLOT,
+    ROPE_INVALID_BLOCK_SIZE,
 ];
 
 /// The status of a Rust error.
@@ -247,6 +250,7 @@ pub(crate) fn from_error(e: RopeError) -> rope_status {
         RopeError::BlockOutOfRange { .. } => ROPE_BLOCK_OUT_OF_RANGE,
         RopeError::BlockTableTooShort { .. } => ROPE_BLOCK_TABLE_TOO_SHORT,
         RopeError::DuplicateSlot { .. } => ROPE_DUPLICATE_SLOT,
+        RopeError::InvalidBlockSize { .. } => ROPE_INVALID_BLOCK_SIZE,
         // `RopeError` is `#[non_exhaustive]`: a kind added to the Rust crate before the C
         // ABI names it is reported generically.
         _ => ROPE_INVALID_ARGUMENT,
@@ -367,6 +371,9 @@ pub(crate) fn describe(status: rope_status) -> Option<(&'static str, &'static st
             ("ROPE_BLOCK_TABLE_TOO_SHORT\0", "the block table has no block for a token's position\0")
         }
         ROPE_DUPLICATE_SLOT => ("ROPE_DUPLICATE_SLOT\0", "two tokens of the call map to one cache slot\0"),
+        ROPE_INVALID_BLOCK_SIZE => {
+            ("ROPE_INVALID_BLOCK_SIZE\0", "a block table needs a cache layout with block_size > 0\0")
+        }
         _ => return None,
     })
 }

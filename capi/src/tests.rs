@@ -136,6 +136,7 @@ fn every_rope_error_kind_has_its_status() {
             ROPE_BLOCK_TABLE_TOO_SHORT,
         ),
         (RopeError::DuplicateSlot { operand: Operand::KOut, token: 1, slot: 3 }, ROPE_DUPLICATE_SLOT),
+        (RopeError::InvalidBlockSize { operand: Operand::VOut }, ROPE_INVALID_BLOCK_SIZE),
     ];
     for (e, s) in cases {
         assert_eq!(status::from_error(e), s, "{e:?}");

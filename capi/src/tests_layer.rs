@@ -407,6 +407,39 @@ fn layer_refusals_write_nothing() {
         assert_eq!(s, *want, "case {i}");
         assert!(snapshot(&qkv, &kc, &vc) == before, "case {i} wrote");
     }
+    // Review fixes: v IN_PLACE must have qkv's dtype (as Rust's `Dest::InPlace`).
+    let v_in_place = rope_layer_args { v: rope_dest { kind: ROPE_DEST_IN_PLACE, ..base.v }, ..base };
+    // SAFETY: a live handle; v in place names no buffer.
+    assert_eq!(unsafe { rope_apply_layer(h, &v_in_place) }, ROPE_UNSUPPORTED_TYPE_PAIR);
+    assert!(snapshot(&qkv, &kc, &vc) == before, "v in place wrote");
+    // Sets of 0 heads with absurd strides (k in place, v into the cache with a huge block
+    // stride): not run, no pointer formed, no panic; q alone is rotated, as with k and v
+    // skipped.
+    let zero = rope_head_set { offset: usize::MAX / 8, heads: 0, token_stride: usize::MAX, head_stride: 0 };
+    let huge = rope_cache_layout { block_stride: usize::MAX, ..base.v.cache };
+    let zero_heads = rope_layer_args {
+        k_set: zero,
+        v_set: zero,
+        k: rope_dest { kind: ROPE_DEST_IN_PLACE, dtype: ROPE_DTYPE_F32, ..base.k },
+        v: rope_dest { cache: huge, ..base.v },
+        ..base
+    };
+    let mut qkv2 = qkv.clone();
+    let q_only = rope_layer_args {
+        qkv: qkv2.as_mut_ptr().cast(),
+        k: rope_dest { kind: ROPE_DEST_SKIP, ..base.k },
+        v: rope_dest { kind: ROPE_DEST_SKIP, ..base.v },
+        ..base
+    };
+    // SAFETY: a live handle; live buffers of their counts (a 0-head set touches nothing).
+    assert_eq!(unsafe { rope_apply_layer(h, &zero_heads) }, ROPE_OK);
+    // SAFETY: as above, on the copy.
+    assert_eq!(unsafe { rope_apply_layer(h, &q_only) }, ROPE_OK);
+    assert_eq!(bytes(&qkv), bytes(&qkv2));
+    assert!(bytes(&vc) == before.2, "0-head v wrote");
+    // The valid base call on live buffers, from the original qkv.
+    let mut qkv = vec![0.5f32; tokens * qs.token_stride];
+    let base = rope_layer_args { qkv: qkv.as_mut_ptr().cast(), ..base };
     // SAFETY: the valid base call on live buffers.
     assert_eq!(unsafe { rope_apply_layer(h, &base) }, ROPE_OK);
     assert!(snapshot(&qkv, &kc, &vc) != before);

@@ -512,6 +512,20 @@ static void check_statuses(const rope_t *rope, const rope_t *rope48) {
     refuse(rope, &a, ROPE_POSITION_OUT_OF_RANGE, "position 17 past a table of 7 rows");
     a = q8_args(), a.table_len = PAIRS + 1;
     refuse(rope, &a, ROPE_TABLE_SHAPE, "ragged table");
+    a = paged_args(), a.v.kind = ROPE_DEST_IN_PLACE;
+    refuse(rope, &a, ROPE_UNSUPPORTED_TYPE_PAIR, "v in place as bf16 of an f32 qkv");
+    a = paged_args(), a.v.cache.block_size = 0;
+    refuse(rope, &a, ROPE_INVALID_BLOCK_SIZE, "block table with block_size 0");
+    /* A k set of 0 heads with absurd offset and strides touches nothing and is not run
+     * (it overflowed to ROPE_PANIC after q was rotated): q and v as in the paged call. */
+    reset();
+    a = paged_args();
+    a.k_set = (rope_head_set){SIZE_MAX / 8, 0, SIZE_MAX, 0};
+    a.k.kind = ROPE_DEST_IN_PLACE, a.k.dtype = ROPE_DTYPE_F32;
+    EXPECT(ROPE_OK, rope_apply_layer(rope, &a));
+    CHECK(memcmp(Q_OUT, q_out_rust, sizeof q_out_rust) == 0, "0-head k: q differs from Rust");
+    CHECK(memcmp(V_CACHE, v_cache_rust, sizeof v_cache_rust) == 0, "0-head k: v cache differs from Rust");
+    CHECK(memcmp(QKV, qkv_in, sizeof qkv_in) == 0, "0-head k: QKV was written");
 
     /* Helpers. */
     rope_head_set sets[3];
@@ -529,7 +543,7 @@ static void check_statuses(const rope_t *rope, const rope_t *rope48) {
                                         ROPE_PARTIAL_QUANT_BLOCK,   ROPE_INVALID_INDPTR,
                                         ROPE_SLOT_MAPPING_LENGTH,   ROPE_SLOT_OUT_OF_RANGE,
                                         ROPE_BLOCK_OUT_OF_RANGE,    ROPE_BLOCK_TABLE_TOO_SHORT,
-                                        ROPE_DUPLICATE_SLOT};
+                                        ROPE_DUPLICATE_SLOT,        ROPE_INVALID_BLOCK_SIZE};
     for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
         CHECK(added[i] == 72 + (rope_status)i, "status %s is not %d", rope_status_name(added[i]), 72 + (int)i);
         CHECK(strcmp(rope_status_str(added[i]), "unknown rope_status") != 0, "status %d has no message",

@@ -8,11 +8,12 @@
 //! runs it, with every check made before anything is written.
 
 use core::any::TypeId;
+use core::marker::PhantomData;
 
 use super::{Apply, CosSin, Direction, Positions, Rope, RopeRef, TokenParams};
 use crate::element::Element;
 use crate::error::{Operand, RopeError};
-use crate::kernels::q8_0::CacheElement;
+use crate::kernels::q8_0::{BlockQ8_0, CacheDType, CacheElement};
 use crate::kernels::{self, ConvertArgs, RotateArgs};
 use crate::view::View;
 
@@ -174,8 +175,10 @@ impl CacheLayout {
     }
 
     /// The first element of slot `slot`, head `head`: `(slot / block_size) * block_stride +
-    /// (slot % block_size) * slot_stride + head * head_stride` (saturating; 0 when
-    /// `block_size` is 0).
+    /// (slot % block_size) * slot_stride + head * head_stride` (saturating). A layout with
+    /// `block_size` 0 has no slot (its [`slots`](Self::slots) is 0, a call refuses every
+    /// token, [`RopeError::InvalidBlockSize`] under a block table); `row` then returns 0
+    /// rather than divide by zero.
     pub const fn row(&self, slot: usize, head: usize) -> usize {
         if self.block_size == 0 {
             return 0;
@@ -223,6 +226,11 @@ pub enum Slots<'a> {
     /// block_size]`, slot `b * block_size + p % block_size`. `block_table` holds
     /// `blocks_per_seq` entries per sequence (row-major `[sequences][blocks_per_seq]`); a
     /// [`Batch::Single`] call is sequence 0.
+    ///
+    /// Rows are picked by the token's **position**: a caller whose `position_ids` are not
+    /// cache positions (left padding, MRoPE's 3-D positions, positions shifted by a prompt
+    /// offset) should pass the rows itself with [`Slots::Mapping`]. A layout with
+    /// `block_size` 0 is [`RopeError::InvalidBlockSize`].
     BlockTable {
         /// Block numbers, `[sequences][blocks_per_seq]`.
         block_table: &'a [u32],
@@ -244,9 +252,9 @@ pub enum Slots<'a> {
 pub enum Dest<'a, O> {
     /// Not written (and, for q and k, not rotated).
     Skip,
-    /// Rotated in place in the fused buffer (q, k); `O` must be the buffer's element type
-    /// ([`RopeError::UnsupportedTypePair`]). For v (never rotated) it leaves v where it is,
-    /// as [`Dest::Skip`].
+    /// Rotated in place in the fused buffer (q, k); for v (never rotated) v is left where it
+    /// is, as [`Dest::Skip`]. For every part, `O` must be the buffer's element type
+    /// ([`RopeError::UnsupportedTypePair`] otherwise, v included), as C's `ROPE_DEST_IN_PLACE`.
     InPlace,
     /// A dense tensor `[tokens][heads][head_len]` through a [`View`] in units of `O`
     /// (`tokens` and `heads` those of the set; `head_len` = `head_dim`, or `head_dim / 32`
@@ -259,6 +267,10 @@ pub enum Dest<'a, O> {
     },
     /// KV-cache rows: token `t` goes to the slot [`Slots`] gives it, its heads to the rows
     /// [`CacheLayout`] addresses (as vLLM `reshape_and_cache_flash` writes k and v).
+    ///
+    /// k and v caches are two buffers: a cache holding both in one allocation (FlashInfer
+    /// `[num_blocks][2][block_size][kv_heads][head_dim]`) takes two calls, k then v (see
+    /// [`Rope::apply_layer`](crate::Rope::apply_layer), "k and v in one buffer").
     Cache {
         /// The whole cache of this layer (k or v), in units of `O`.
         data: &'a mut [O],
@@ -610,14 +622,16 @@ fn same_slots(a: &Slots<'_>, b: &Slots<'_>) -> bool {
 }
 
 /// Checks the slots of a cache destination whose layout was validated: `slot_mapping`'s
-/// length, then for each token in order its block-table entry (`BlockTableTooShort`), the
+/// length, a block table's `block_size` (`InvalidBlockSize`), then for each token in order its block-table entry (`BlockTableTooShort`), the
 /// block (`BlockOutOfRange`) and the slot (`SlotOutOfRange`); then that no two written tokens
 /// share a slot (`DuplicateSlot`).
 ///
-/// Duplicates are found without allocating: one pass when the written slots strictly
-/// increase (prefill, `Slots::Positions`, most `slot_mapping`s); otherwise each written token
-/// is compared with the earlier ones (quadratic in the tokens; a decode batch of 8 sequences
-/// is 28 comparisons, a 512-token prefill in non-increasing slots about 131 000).
+/// Duplicates: one pass when the written slots strictly increase (prefill, `Slots::Positions`,
+/// most `slot_mapping`s); for a block table, the blocks of the entries the call uses
+/// ([`block_runs_disjoint`], `O(b log b)`, `b` about `tokens / block_size + sequences`);
+/// otherwise the `(slot, token)` pairs sorted in scratch ([`first_duplicate`], `O(n log n)`;
+/// a `Vec` with the `alloc` feature; without it a stack array of 64 entries, beyond which
+/// each token is compared with the earlier ones, `O(n^2)`).
 fn check_slots(
     slots: &Slots<'_>,
     layout: &CacheLayout,
@@ -631,19 +645,14 @@ fn check_slots(
             return Err(RopeError::SlotMappingLength { operand, tokens, len: m.len() });
         }
     }
+    if matches!(slots, Slots::BlockTable { .. }) && bs == 0 {
+        return Err(RopeError::InvalidBlockSize { operand });
+    }
     for (t, seq, pos) in token_walk(batch, tokens) {
         let slot: i64 = match *slots {
             Slots::Mapping(m) if m[t] == -1 => continue,
             Slots::Mapping(m) => m[t],
             Slots::BlockTable { block_table, blocks_per_seq } => {
-                if bs == 0 {
-                    return Err(RopeError::SlotOutOfRange {
-                        operand,
-                        token: t,
-                        slot: i64::from(pos),
-                        slots: 0,
-                    });
-                }
                 let e = pos as usize / bs;
                 let short = RopeError::BlockTableTooShort { operand, sequence: seq, position: pos };
                 let i = seq.checked_mul(blocks_per_seq).and_then(|i| i.checked_add(e)).ok_or(short)?;
@@ -678,12 +687,104 @@ fn check_slots(
     if increasing {
         return Ok(());
     }
-    for (i, (t, s)) in written.clone().enumerate() {
-        if written.clone().take(i).any(|(_, e)| e == s) {
-            return Err(RopeError::DuplicateSlot { operand, token: t, slot: s });
+    if let Slots::BlockTable { block_table, blocks_per_seq } = *slots {
+        if block_runs_disjoint(block_table, blocks_per_seq, bs, batch, tokens) {
+            return Ok(());
         }
     }
-    Ok(())
+    match first_duplicate(written) {
+        Some((token, slot)) => Err(RopeError::DuplicateSlot { operand, token, slot }),
+        None => Ok(()),
+    }
+}
+
+/// Entries the stack scratch of the duplicate checks holds without the `alloc` feature.
+#[cfg(not(feature = "alloc"))]
+const STACK_SCRATCH: usize = 64;
+
+/// Runs `f` on the items sorted, in scratch: a `Vec` with the `alloc` feature, otherwise a
+/// stack array of [`STACK_SCRATCH`] entries (`None` when the items do not fit).
+fn with_sorted<T: Ord + Copy + Default, R>(
+    items: impl Iterator<Item = T>,
+    f: impl FnOnce(&[T]) -> R,
+) -> Option<R> {
+    #[cfg(feature = "alloc")]
+    {
+        let mut v: alloc::vec::Vec<T> = items.collect();
+        v.sort_unstable();
+        Some(f(&v))
+    }
+    #[cfg(not(feature = "alloc"))]
+    {
+        let mut buf = [T::default(); STACK_SCRATCH];
+        let mut n = 0;
+        for x in items {
+            *buf.get_mut(n)? = x;
+            n += 1;
+        }
+        buf[..n].sort_unstable();
+        Some(f(&buf[..n]))
+    }
+}
+
+/// The first written token (in token order) whose slot an earlier token also writes, with
+/// that slot. Sorting `(slot, token)` pairs, the answer is the smallest second token of a
+/// group of equal slots (`O(n log n)`); when they do not fit the scratch ([`with_sorted`]:
+/// only without `alloc`), each token is compared with the earlier ones (`O(n^2)`).
+fn first_duplicate(written: impl Iterator<Item = (usize, usize)> + Clone) -> Option<(usize, usize)> {
+    let sorted = with_sorted(written.clone().map(|(t, s)| (s, t)), |v| {
+        v.windows(2).filter(|w| w[0].0 == w[1].0).map(|w| (w[1].1, w[1].0)).min()
+    });
+    if let Some(found) = sorted {
+        return found;
+    }
+    written
+        .clone()
+        .enumerate()
+        .find_map(|(i, (t, s))| written.clone().take(i).any(|(_, e)| e == s).then_some((t, s)))
+}
+
+/// Whether the rows a block table gives the tokens are proved distinct by their blocks: when
+/// positions strictly increase within each sequence (always with [`Batch::Ragged`] and
+/// positions from a start), the tokens of one sequence in one block-table entry form one run
+/// whose in-block offsets lie in `lo..=hi`; two runs can share a row only if they name the same
+/// block with intersecting offset ranges. The runs (at most `tokens / block_size + 2 *
+/// sequences`) are sorted by (block, lo) and swept: `O(r log r)`. `false` (the exact check
+/// decides) when positions do not increase within a sequence, two ranges of a block meet
+/// (rows shared, or interleaved `position_ids`), or the runs do not fit the scratch.
+fn block_runs_disjoint(
+    block_table: &[u32],
+    blocks_per_seq: usize,
+    bs: usize,
+    batch: &Batch<'_>,
+    tokens: usize,
+) -> bool {
+    let mut walk = token_walk(batch, tokens).peekable();
+    let mut monotonic = true;
+    // Runs `(block, lo, hi)`: consecutive tokens of one sequence in one block-table entry.
+    let runs = core::iter::from_fn(|| {
+        let (_, seq, pos) = walk.next()?;
+        let (e, lo) = (pos as usize / bs, pos as usize % bs);
+        let mut last = pos;
+        while let Some(&(_, s2, p2)) = walk.peek() {
+            if s2 != seq || p2 as usize / bs != e {
+                break;
+            }
+            monotonic &= p2 > last;
+            last = p2;
+            walk.next();
+        }
+        // Within a sequence the next run must start past this one.
+        if let Some(&(_, s2, p2)) = walk.peek() {
+            monotonic &= s2 != seq || p2 > last;
+        }
+        let block = block_table[seq * blocks_per_seq + e];
+        Some((block, lo, last as usize % bs))
+    });
+    let disjoint = with_sorted(runs, |v| v.windows(2).all(|w| w[0].0 != w[1].0 || w[0].2 < w[1].1));
+    // `monotonic` is final once `runs` is consumed (by `with_sorted`, whole or up to the
+    // scratch; a partial walk gives `None`).
+    disjoint == Some(true) && monotonic
 }
 
 // ---- The call: destinations with their element types erased ----
@@ -727,24 +828,32 @@ struct Part<'s> {
     same_type: bool,
     /// The destination is `q8_0` (`ELEMENTS_PER_UNIT` 32).
     quant: bool,
+    /// The destination is `Dest::InPlace` (for v too, where it writes nothing).
+    in_place: bool,
     /// Writes token `step.t` of this part (types restored).
     write: unsafe fn(&Part<'s>, &Step<'_>),
 }
 
-impl<'s> Part<'s> {
-    /// Erases destination `dest` of element type `O` for input type `I`.
-    fn new<I: Element, O: CacheElement>(
-        operand: Operand,
-        set: HeadSet,
-        src: *mut I,
-        dest: Dest<'s, O>,
-        head_dim: usize,
-        rotated: bool,
-    ) -> Self {
+/// A [`Dest`] with its element type erased: what [`RopeRef::apply_layer_erased`] takes.
+/// Hidden: for the C ABI, which dispatches dtype tags at run time, so that it carries one
+/// instance of the call per input type (and one [`ErasedDest::new`] per output type)
+/// instead of one per combination of four types.
+#[doc(hidden)]
+pub struct ErasedDest<'a> {
+    to: Target<'a>,
+    units: usize,
+    ty: TypeId,
+    dtype: CacheDType,
+    /// The destination's buffer stays borrowed (mutably) for `'a`.
+    _data: PhantomData<&'a mut ()>,
+}
+
+impl<'a> ErasedDest<'a> {
+    /// Erases `dest` (its buffer's pointer and length, its type's tag).
+    pub fn new<O: CacheElement>(dest: Dest<'a, O>) -> Self {
         let to = match dest {
             Dest::Skip => Target::None,
-            Dest::InPlace if rotated => Target::InPlace,
-            Dest::InPlace => Target::None,
+            Dest::InPlace => Target::InPlace,
             Dest::Tensor { data, view } => {
                 Target::Rows { dst: data.as_mut_ptr().cast(), len: data.len(), view }
             }
@@ -752,21 +861,64 @@ impl<'s> Part<'s> {
                 Target::Cache { dst: data.as_mut_ptr().cast(), len: data.len(), layout, slots }
             }
         };
+        ErasedDest {
+            to,
+            units: O::ELEMENTS_PER_UNIT,
+            ty: TypeId::of::<O>(),
+            dtype: O::CACHE_DTYPE,
+            _data: PhantomData,
+        }
+    }
+}
+
+impl<'s> Part<'s> {
+    /// Part `operand` of input type `I`: its set in the fused buffer `src`, its erased
+    /// destination, and the writer of the (input, destination) types.
+    fn new<I: Element>(
+        operand: Operand,
+        set: HeadSet,
+        src: *mut I,
+        dest: ErasedDest<'s>,
+        head_dim: usize,
+        rotated: bool,
+    ) -> Self {
+        let in_place = matches!(dest.to, Target::InPlace);
+        let to = match dest.to {
+            Target::InPlace if !rotated => Target::None,
+            to => to,
+        };
+        // The tag comes from the sealed `CacheElement` of the erased type: the writer's `O`
+        // is the destination buffer's type.
+        type Write<'s> = unsafe fn(&Part<'s>, &Step<'_>);
+        let write = match dest.dtype {
+            CacheDType::F32 => write_token::<I, f32> as Write<'s>,
+            CacheDType::F16 => write_token::<I, crate::f16> as Write<'s>,
+            CacheDType::BF16 => write_token::<I, crate::bf16> as Write<'s>,
+            CacheDType::Q8_0 => write_token::<I, BlockQ8_0> as Write<'s>,
+        };
         Part {
             operand,
             set,
             src: src.cast(),
             to,
-            head_len: head_dim / O::ELEMENTS_PER_UNIT,
-            same_type: TypeId::of::<I>() == TypeId::of::<O>(),
-            quant: O::ELEMENTS_PER_UNIT != 1,
-            write: write_token::<I, O>,
+            head_len: head_dim / dest.units,
+            same_type: TypeId::of::<I>() == dest.ty,
+            quant: dest.units != 1,
+            in_place,
+            write,
         }
     }
 
     /// Whether the part reads its set (and so its set must fit and not overlap others).
     fn used(&self) -> bool {
         !matches!(self.to, Target::None)
+    }
+
+    /// Whether the part is run: used, with at least one head. A set of 0 heads passes its
+    /// checks whatever its offset and strides (it touches no element), so it must form no
+    /// pointer: it is dropped from the token loop.
+    fn live(&self) -> bool {
+        self.used() && self.set.heads > 0
     }
 }
 
@@ -776,7 +928,8 @@ impl<'s> Part<'s> {
 ///
 /// # Safety
 /// `part` comes from [`Part::new`] with these `I`, `O`, for buffers still borrowed by the
-/// call, and passed [`RopeRef::check_layer`] for the call's tokens, batch and options
+/// call, has at least one head ([`Part::live`]: a set of 0 heads is not checked), and
+/// passed [`RopeRef::check_layer`] for the call's tokens, batch and options
 /// (`s.t` is one of its tokens, `s.seq`, `s.pos` its sequence and position); nothing else
 /// touches the buffers; `s.p.kernels` comes from the dispatcher.
 unsafe fn write_token<I: Element, O: CacheElement>(part: &Part<'_>, s: &Step<'_>) {
@@ -849,13 +1002,30 @@ impl RopeRef<'_> {
         v: Dest<'_, V>,
         opts: &LayerApply<'_>,
     ) -> Result<(), RopeError> {
+        self.apply_layer_erased(qkv, ErasedDest::new(q), ErasedDest::new(k), ErasedDest::new(v), opts)
+    }
+
+    /// [`RopeRef::apply_layer`] with the destinations' types erased ([`ErasedDest::new`]):
+    /// one instance per input type. Hidden: for the C ABI.
+    ///
+    /// # Errors
+    /// Those of [`Rope::apply_layer`](crate::Rope::apply_layer).
+    #[doc(hidden)]
+    pub fn apply_layer_erased<I: Element>(
+        &self,
+        qkv: Qkv<'_, I>,
+        q: ErasedDest<'_>,
+        k: ErasedDest<'_>,
+        v: ErasedDest<'_>,
+        opts: &LayerApply<'_>,
+    ) -> Result<(), RopeError> {
         let hd = self.params.head_dim;
         let (src, len, tokens) = (qkv.data.as_mut_ptr(), qkv.data.len(), qkv.tokens);
         let [qs, ks, vs] = qkv.sets;
         let parts = [
-            Part::new(Operand::Q, qs, src, q, hd, true),
-            Part::new(Operand::K, ks, src, k, hd, true),
-            Part::new(Operand::V, vs, src, v, hd, false),
+            Part::new::<I>(Operand::Q, qs, src, q, hd, true),
+            Part::new::<I>(Operand::K, ks, src, k, hd, true),
+            Part::new::<I>(Operand::V, vs, src, v, hd, false),
         ];
         let Some(seq_len) = self.check_layer(len, tokens, &parts, opts)? else {
             return Ok(());
@@ -916,8 +1086,8 @@ impl RopeRef<'_> {
         };
         for part in parts {
             let operand = out(part);
-            // 3. In place keeps the input type.
-            if matches!(part.to, Target::InPlace) && !part.same_type {
+            // 3. In place keeps the input type (v too, where it writes nothing).
+            if part.in_place && !part.same_type {
                 return Err(RopeError::UnsupportedTypePair { operand });
             }
             // 4. q8_0 rows are whole blocks.
@@ -955,7 +1125,7 @@ impl RopeRef<'_> {
         // 8. The cos/sin table.
         super::check_table(self.pairs(), opts.cos_sin, max_pos)?;
         let Some(max_pos) = max_pos else { return Ok(None) };
-        if parts.iter().all(|p| !p.used() || p.set.heads == 0) {
+        if !parts.iter().any(Part::live) {
             return Ok(None);
         }
         Ok(Some(u64::from(max_pos) + 1))
@@ -976,10 +1146,11 @@ impl RopeRef<'_> {
         let p = self.token_params(&apply, tokens);
         // Prefetch as the in-place calls do (`rotate_tokens`): when the rotated input of the
         // whole call exceeds the threshold.
-        let heads: usize = parts[..2].iter().filter(|x| x.used()).map(|x| x.set.heads).sum();
+        let heads: usize = parts[..2].iter().filter(|x| x.live()).map(|x| x.set.heads).sum();
         let row_bytes = 2 * p.pairs * core::mem::size_of::<f32>();
         let prefetch = heads.saturating_mul(row_bytes).saturating_mul(tokens) > kernels::PREFETCH_MIN_BYTES;
-        let live: [Option<&Part<'_>>; 3] = core::array::from_fn(|i| Some(&parts[i]).filter(|x| x.used()));
+        // Parts with 0 heads are not run: their offsets and strides were not checked.
+        let live: [Option<&Part<'_>>; 3] = core::array::from_fn(|i| Some(&parts[i]).filter(|x| x.live()));
         // Frequencies are computed (or fail) before the body runs: nothing is written on error.
         self.with_freqs(seq_len, opts.cos_sin, |freqs| {
             for (seq, range, positions) in sequences(&opts.batch, tokens) {
@@ -1063,7 +1234,8 @@ impl Rope {
     /// 2. two used sets that share an element, decided exactly on the elements they touch:
     ///    [`RopeError::OverlappingHeadSets`] (pairs in the order q-k, q-v, k-v);
     /// 3. then per destination, in q, k, v order (operand `QOut`, `KOut`, `VOut`):
-    ///    [`RopeError::UnsupportedTypePair`] for `InPlace` into another type than `I`;
+    ///    [`RopeError::UnsupportedTypePair`] for `InPlace` of another type than `I` (v
+    ///    included, though v in place writes nothing);
     ///    [`RopeError::PartialQuantBlock`] for a `q8_0` destination with `head_dim % 32 != 0`;
     ///    the tensor's view or the cache's layout against its buffer
     ///    ([`RopeError::OverlappingStrides`], [`RopeError::StrideOverflow`],
@@ -1071,17 +1243,44 @@ impl Rope {
     ///    whose tokens or heads differ from the set's;
     /// 4. the batch: [`RopeError::InvalidIndptr`] (ragged), then
     ///    [`RopeError::PositionCountMismatch`], [`RopeError::PositionOverflow`];
-    /// 5. per cache destination, in q, k, v order: [`RopeError::SlotMappingLength`], then for
+    /// 5. per cache destination, in q, k, v order: [`RopeError::SlotMappingLength`],
+    ///    [`RopeError::InvalidBlockSize`] (a block table with `block_size` 0), then for
     ///    each token in order [`RopeError::BlockTableTooShort`],
     ///    [`RopeError::BlockOutOfRange`], [`RopeError::SlotOutOfRange`]; then
     ///    [`RopeError::DuplicateSlot`] (a destination with the same slot array (same address
     ///    and length), `num_blocks` and `block_size` as the one before it is not checked again);
     /// 6. the cos/sin table: [`RopeError::TableShape`], [`RopeError::PositionOutOfRange`]
-    ///    (the largest position of the batch).
+    ///    (the largest position of the batch);
+    /// 7. the frequencies, for a call whose frequencies depend on its length (dynamic NTK
+    ///    computes them for this call without a table): [`RopeError::InvalidScalingParameter`]
+    ///    (those of [`Frequencies::new`](crate::Frequencies::new) at that length), as C's
+    ///    `ROPE_INVALID_SCALING_PARAMETER`.
     ///
-    /// Zero tokens, or zero heads in every used set, is an `Ok` no-op after these checks.
+    /// Zero tokens, or zero heads in every used set, is an `Ok` no-op after these checks; a
+    /// set of 0 heads is not run (its offset and strides touch nothing and are not checked).
     /// Dynamic NTK and LongRoPE use the frequencies of a call whose length is the batch's
     /// largest position + 1.
+    ///
+    /// # Cost of the duplicate-row check
+    /// One pass when the written slots strictly increase (prefill into a contiguous cache,
+    /// [`Slots::Positions`], most `slot_mapping`s). Otherwise, for a [`Slots::BlockTable`] with
+    /// positions increasing within each sequence, only the block-table entries the call uses
+    /// are compared (`O(b log b)`, `b` ≈ `tokens / block_size + sequences`: blocks in any
+    /// order cost nothing extra); in the remaining cases the `(slot, token)` pairs are sorted
+    /// in scratch, `O(n log n)`: a `Vec` with the `alloc` feature; **without `alloc`** a stack
+    /// array of 64 entries, and beyond it each written token is compared with the earlier
+    /// ones (`O(n²)`: a 512-token prefill through a non-increasing `slot_mapping` is ~131 000
+    /// comparisons).
+    ///
+    /// # k and v in one buffer
+    /// A cache that holds k and v in one allocation (FlashInfer's and vLLM-FlashInfer's
+    /// `[num_blocks][2][block_size][kv_heads][head_dim]`) cannot be passed as two
+    /// [`Dest::Cache`] (two `&mut` of one buffer; C refuses it as `ROPE_OVERLAPPING_BUFFERS`).
+    /// Make two calls on the whole buffer, with a [`CacheLayout`] whose `block_stride` spans
+    /// both halves: first q and k (k to the cache) with v [`Dest::Skip`], then q and k `Skip`
+    /// and v to the cache at the v half (the slice starting `block_size * kv_heads *
+    /// head_dim` elements in). v is never rotated, so the result is that of one call; the
+    /// second costs the v copy only.
     pub fn apply_layer<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
         &self,
         qkv: Qkv<'_, I>,

@@ -39,7 +39,7 @@ raw! {
         /// (len & 7)` (`< 0xF0`), or the extent as [`count`] says.
         pub len: u8,
         /// Tensor: `shape % 5` BSHD, padded heads, one head more than the set, BHSD, one token
-        /// less. Cache: `shape % 3` NHD, HND, contiguous.
+        /// less. Cache: `shape % 3` NHD, HND, contiguous; `0xFF`: then `block_size` 0.
         pub shape: u8,
         /// Cache: `1 + blocks % 4` blocks of `1 + (blocks >> 2) % 8` slots.
         pub blocks: u8,
@@ -368,6 +368,11 @@ impl DestArg {
         layout: CacheLayout,
         bps: usize,
     ) -> Self {
+        let mut layout = layout;
+        if raw.shape == 0xFF {
+            // A layout without slots (`ROPE_INVALID_BLOCK_SIZE` under a block table).
+            layout.block_size = 0;
+        }
         let slots = raw.slots.get(3);
         let value = c::rope_dest {
             kind,

@@ -597,6 +597,10 @@ fn layer_seeds(push: &mut impl FnMut(&str, Vec<u8>)) {
                     (l.k.slots, l.k.bps) = (EnumRaw::valid(c::ROPE_SLOTS_BLOCK_TABLE), 0xF0);
                     l.v = DestRaw::default();
                 }),
+                with(&|l| {
+                    (l.k.slots, l.k.shape) = (EnumRaw::valid(c::ROPE_SLOTS_BLOCK_TABLE), 0xFF);
+                    l.v = DestRaw::default();
+                }),
                 with(&|l| l.qkv_dtype = 0xE0),
                 with(&|l| l.k.dtype = EnumRaw::any(9)),
                 with(&|l| (l.alias, l.v.len) = (4, 0)),

@@ -11,7 +11,7 @@ use rope_kernels_capi::{self as c, rope_status};
 use super::CapiCase;
 
 /// Every status of the header, in numeric order.
-pub const ALL_STATUSES: [rope_status; 42] = [
+pub const ALL_STATUSES: [rope_status; 43] = [
     c::ROPE_OK,
     c::ROPE_ZERO_HEAD_DIM,
     c::ROPE_INVALID_ROTARY_DIM,
@@ -54,6 +54,7 @@ pub const ALL_STATUSES: [rope_status; 42] = [
     c::ROPE_BLOCK_OUT_OF_RANGE,
     c::ROPE_BLOCK_TABLE_TOO_SHORT,
     c::ROPE_DUPLICATE_SLOT,
+    c::ROPE_INVALID_BLOCK_SIZE,
 ];
 
 /// The status the header documents for a Rust error (one per `RopeError` kind).
@@ -91,6 +92,7 @@ pub fn status_of(e: RopeError) -> rope_status {
         RopeError::BlockOutOfRange { .. } => c::ROPE_BLOCK_OUT_OF_RANGE,
         RopeError::BlockTableTooShort { .. } => c::ROPE_BLOCK_TABLE_TOO_SHORT,
         RopeError::DuplicateSlot { .. } => c::ROPE_DUPLICATE_SLOT,
+        RopeError::InvalidBlockSize { .. } => c::ROPE_INVALID_BLOCK_SIZE,
         _ => c::ROPE_INVALID_ARGUMENT,
     }
 }
