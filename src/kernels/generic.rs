@@ -172,7 +172,7 @@ pub(crate) trait Simd: Copy {
     /// `i = trunc(q)` (an integer), `f = q - i` (exact), `r = i + trunc(f + f)` (`f + f`
     /// exact, its truncation -1, 0 or 1: `|f| >= 0.5`), packed to bytes; or (the x86-64
     /// tiers, 3 operations instead of 6) `trunc(q + copysign(HALF_BELOW, q))`, which gives
-    /// the same integer for every f32 with `|q| <= 127.00003` (checked exhaustively over
+    /// the same integer for every f32 with `|q| < 127.5` (checked exhaustively over
     /// all such bit patterns against [`round_q8`](crate::kernels::q8_0::round_q8); the sum
     /// is within half an ulp of the next integer exactly when `|f| >= 0.5`).
     ///

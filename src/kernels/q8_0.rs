@@ -34,7 +34,8 @@ pub const QK8_0: usize = 32;
 /// - otherwise each `x[j] * id` that is NaN (`0 * inf`, when `d` is so small that `1 / d`
 ///   overflows: a block of subnormals) gives 0, and each quotient is clamped to
 ///   `-127..=127` before rounding. For every block where ggml's result is defined this is
-///   ggml's result (`|x[j] * id| <= 127.00003` there).
+///   ggml's result (there `|x[j] * id| <= 127.00003` for a normal `d`, about
+///   `127.00006` for a subnormal one: always below `127.5`, so it rounds to at most 127).
 ///
 /// `d` itself may round to f16 infinity (`amax > 65504 * 127`) or zero, as in ggml.
 ///

@@ -619,7 +619,7 @@ unsafe fn quantize_block<S: Simd>(s: S, x: *const f32, id: f32, dh: f16, out: *m
     unsafe {
         let qs = core::ptr::addr_of_mut!((*out).qs).cast::<i8>();
         for v in 0..QK8_0 / S::LANES {
-            // |x * id| <= 127.00003 (module docs).
+            // |x * id| < 127.5 (at most ~127.00006: module docs).
             s.store_round_i8(qs.add(v * S::LANES), s.mul(s.load(x.add(v * S::LANES)), idv));
         }
         core::ptr::addr_of_mut!((*out).d).write(dh);
