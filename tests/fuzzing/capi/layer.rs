@@ -794,10 +794,12 @@ pub fn layer(ctx: &mut Ctx<'_>, cfg: &Config, handle: &Handle, raw: &LayerRaw) {
         sin.defects(&mut d);
     }
     qkv.defects(&mut d);
-    // An alias overlaps when both buffers are non-empty (its own count, the other's bytes).
+    // An alias overlaps when the aliased destination writes (a tensor or a cache: C counts
+    // no bytes for skip or in place) and both buffers are non-empty (its own count, the
+    // other's bytes).
     let aliased = alias.is_some_and(|(i, _)| {
         let other = if i == 2 { &dests[1].data } else { &qkv };
-        dests[i].data.len > 0 && other.len > 0
+        dests[i].writes() && dests[i].data.len > 0 && other.len > 0
     });
     if aliased {
         d.push(c::ROPE_OVERLAPPING_BUFFERS);
