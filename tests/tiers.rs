@@ -1831,7 +1831,12 @@ fn layer_suite<I: Bits + rope_kernels::CacheElement>(seed: u64) {
     }
 }
 
+// Under Miri two scalar runs of one case differed (f32 case 0, CI 2026-12-01): Miri picks
+// NaN payloads and float results non-deterministically where hardware does not, and this
+// suite has not yet been cut to the finite inputs that avoid it. It runs natively and under
+// qemu (NEON); the convert kernels' own tier block still runs under Miri.
 #[test]
+#[cfg_attr(miri, ignore = "non-deterministic NaN payloads under Miri; runs natively and under qemu")]
 fn layer_calls_match_oracle() {
     layer_suite::<f32>(17_100);
     layer_suite::<f16>(17_200);
