@@ -486,10 +486,9 @@ pub fn bench_convert<I: Element, O: crate::CacheElement>(
             layout,
             inverse,
         };
-        // SAFETY: every head of token t lies in its buffer and the destination heads do
-        // not overlap (checked above); `src` and `dst` are distinct borrows; the row fits
-        // (2 * pairs <= head_dim, <= MAX_ROTARY_DIM), head_dim is a whole number of units;
-        // `kernels_for` returned a table whose tier this CPU supports.
+        // Checked above: every head of token t lies in its buffer, destination heads do not
+        // overlap, `src`/`dst` are distinct borrows, the row fits, head_dim is whole units.
+        // SAFETY: as just said; `kernels_for` returned a table whose tier this CPU supports.
         unsafe { f(&a) };
     }
     Ok(())
