@@ -1633,12 +1633,8 @@ enum Values {
 fn convert_value<I: Bits>(rng: &mut StdRng, values: Values) -> I {
     match values {
         Values::Mixed => element(rng),
-        Values::Finite => {
-            I::from_f32(rng.random_range(-4.0f32..4.0) * pow2(rng.random_range(-6..=6)))
-        }
-        Values::Tiny => {
-            I::from_f32(rng.random_range(-1.0f32..1.0) * pow2(rng.random_range(-149..=-120)))
-        }
+        Values::Finite => I::from_f32(rng.random_range(-4.0f32..4.0) * pow2(rng.random_range(-6..=6))),
+        Values::Tiny => I::from_f32(rng.random_range(-1.0f32..1.0) * pow2(rng.random_range(-149..=-120))),
     }
 }
 
