@@ -106,8 +106,6 @@ impl Bits for bf16 {
     }
 }
 
-/// A random element: mostly values exact in every type (so products and sums land on
-/// rounding ties often), some random finite values, some specials.
 /// `2^e` for `-149 <= e <= 127`, built from its bits: exact and deterministic everywhere
 /// (`f32::powi` is not: Miri gives it a non-deterministic error, so two generations of one
 /// seed differed there).
@@ -120,6 +118,8 @@ fn pow2(e: i32) -> f32 {
     }
 }
 
+/// A random element: mostly values exact in every type (so products and sums land on
+/// rounding ties often), some random finite values, some specials.
 fn element<T: Bits>(rng: &mut StdRng) -> T {
     match rng.random_range(0..20) {
         0..=11 => {
@@ -1850,7 +1850,7 @@ fn layer_calls_match_oracle() {
 }
 
 // ---- Issue 15: fused QK-norm on whole rotated heads of 4, 8 and 16 vectors (the fused
-// kernel's register path, `half_split_regs`), every tier and dtype. ----
+// kernel's register path, `half_split_whole`), every tier and dtype. ----
 
 #[test]
 fn qknorm_whole_heads_match_oracle() {

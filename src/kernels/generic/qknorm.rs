@@ -186,7 +186,8 @@ pub(crate) unsafe fn norm_heads_scalar<T: Element>(a: &NormArgs<'_, T>) {
 
 /// The vector kernel behind every tier's `norm_heads`.
 ///
-/// In two phases per chunk of up to [`CHUNK`] heads: first every head's `inv_rms` (the sums
+/// Heads of one segment (`split == head_dim`) of 4, 8 or 16 whole vectors take the register
+/// path [`norm_whole`]; the rest this generic one, in two phases per chunk of up to [`CHUNK`] heads: first every head's `inv_rms` (the sums
 /// of [`GROUP`] heads accumulated side by side, independent dependency chains), then every
 /// head's output, so that a head's reduction, square root and division never stall the
 /// loop that writes it (one head at a time measured latency bound). The chunk's heads are
@@ -256,10 +257,12 @@ unsafe fn norm_whole_form<S: Simd, T: SimdElement, const NV: usize>(
 /// [`norm_heads`] for heads of one segment (`split == head_dim`) of `NV * S::LANES`
 /// elements (`NV` even), as [`half_split_whole`] walks them: in chunks of up to [`CHUNK`]
 /// heads, first every head's `inv_rms` ([`head_inv_rms`]: the order of the module docs),
-/// then each head read again (from L1), scaled and stored, the weights held in registers
-/// for the whole call. The generic path (segments, gathered chunks, pointers per head) took
-/// about 2x a RoPE pass over the same bytes (f32 prefill, Qwen3-8B shapes: 300 against
-/// 150 µs; this path 170-210 µs). The operations per element are [`scale_segment`]'s.
+/// then each head read again (from L1, or L2 for a chunk larger than L1), scaled and stored,
+/// the weights loaded once per call (into registers where they fit; 16 vectors spill on
+/// AVX2, NEON and portable). The generic path (segments, gathered chunks, pointers per head)
+/// took about 2x a RoPE pass over the same bytes (f32 prefill, Qwen3-8B shapes, 512 tokens:
+/// AVX-512 302-327 against 150 µs, this path 173-179 µs; AVX2 326-330, this path 213-217 µs).
+/// The operations per element are [`scale_segment`]'s.
 ///
 /// # Safety
 /// As [`norm_heads`], with `split == head_dim == NV * S::LANES`.
