@@ -267,6 +267,12 @@ pub(crate) trait SimdElement: Element {
     /// rather than `LANES / 2` (read by the x86-64 tiers' short-head rule, [`pads`]).
     const PAIRED_WORDS: bool = false;
 
+    /// Whether this is f32: [`SimdElement::round`] is the identity, so a value kept in
+    /// registers costs nothing to round (the Llama 4 fused path, `rope_norm_whole` in
+    /// `generic/qknorm.rs`, is taken only then: for f16 and bf16 it measured slower than the
+    /// rotate and norm kernels through a scratch buffer).
+    const F32: bool = false;
+
     /// Rounds `S::LANES` values once to `Self` (NaN → canonical NaN) and stores them.
     ///
     /// # Safety
@@ -352,6 +358,7 @@ pub(crate) trait SimdElement: Element {
 }
 
 impl SimdElement for f32 {
+    const F32: bool = true;
     #[inline(always)]
     unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V {
         // SAFETY: forwarded from the caller.

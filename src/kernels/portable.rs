@@ -78,7 +78,7 @@ pub(crate) unsafe fn norm_heads<T: SimdElement>(a: &generic::qknorm::NormArgs<'_
 
 /// # Safety
 /// The contract of [`NormRopeFn`](crate::kernels::generic::qknorm::NormRopeFn).
-pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) {
+pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) -> bool {
     // SAFETY: forwarded; the baseline is always there.
     unsafe { generic::qknorm::norm_rope_heads(Portable, a) }
 }

@@ -5,9 +5,11 @@
 //! - `Rms` forms (norm, then RoPE): one kernel call per token and tensor
 //!   (`norm_rope_heads` of the tier, `kernels/generic/qknorm.rs`) computes the `inv_rms` of
 //!   a chunk of heads, then normalises and rotates each head in registers;
-//! - `L2After` (RoPE, then norm): the tier's rotate kernel writes a group of heads' rotated
-//!   part into a small scratch buffer on the stack (in L1), and the norm kernel reads it
-//!   from there and writes the output.
+//! - `L2After` (RoPE, then norm): for f32 `HalfSplit` heads rotated whole of 4, 8 or 16
+//!   vectors of the tier, the same kernel call rotates and normalises each head in registers;
+//!   otherwise the tier's rotate kernel writes a group of heads' rotated part into a small
+//!   scratch buffer on the stack (in L1), and the norm kernel reads it from there and writes
+//!   the output.
 //!
 //! The kernels' module docs give the exact operation order; the result equals the norm
 //! kernel followed by the rotate kernel (or the reverse) bit for bit, on every tier.
@@ -394,32 +396,34 @@ unsafe fn norm_rotate_token<T: Element>(
 ) {
     let (hd, rd) = (p.head_dim, 2 * p.pairs);
     let (src, dst) = (x.src.wrapping_add(t * x.src_token_stride), x.dst.wrapping_add(t * x.dst_token_stride));
-    if !plan.after {
-        // One kernel call for every head of the token: norm and rotation in one pass.
-        let args = NormRopeArgs {
-            rotate: RotateArgs {
-                src,
-                dst,
-                heads: x.heads,
-                src_head_stride: x.src_head_stride,
-                dst_head_stride: x.dst_head_stride,
-                head_dim: hd,
-                cos,
-                sin,
-                layout: p.layout,
-                inverse: p.inverse,
-                prefetch: large && x.src_head_stride < x.src_token_stride,
-            },
-            weight: plan.weight,
-            form: plan.form,
-            eps: plan.eps,
-        };
-        // SAFETY: token t of a validated tensor (the contract of `rotate_tokens`): its heads
-        // are in bounds, in place or disjoint; the weight has head_dim entries and the form
-        // is not Plain (`after` is false); the kernels come from the dispatcher.
-        unsafe { T::norm_rope_fn(p.kernels)(&args) };
+    // One kernel call for every head of the token: norm and rotation in one pass (for
+    // `after`, only when the kernel has a register path for the shape; else below).
+    let args = NormRopeArgs {
+        rotate: RotateArgs {
+            src,
+            dst,
+            heads: x.heads,
+            src_head_stride: x.src_head_stride,
+            dst_head_stride: x.dst_head_stride,
+            head_dim: hd,
+            cos,
+            sin,
+            layout: p.layout,
+            inverse: p.inverse,
+            prefetch: large && x.src_head_stride < x.src_token_stride,
+        },
+        weight: plan.weight,
+        form: plan.form,
+        eps: plan.eps,
+        after: plan.after,
+    };
+    // SAFETY: token t of a validated tensor (the contract of `rotate_tokens`): heads in bounds,
+    // in place or disjoint; a weight of head_dim entries and not Plain, or Plain with `after`.
+    if unsafe { T::norm_rope_fn(p.kernels)(&args) } {
         return;
     }
+    // `after` on a shape without a register path: the rotate kernel into a scratch buffer
+    // of `T` (in L1), then the norm kernel from it into the output.
     let (rotate, norm) = (T::rotate_fn(p.kernels), T::norm_fn(p.kernels));
     let group = SCRATCH / rd;
     let mut scratch = [MaybeUninit::<T>::uninit(); SCRATCH];
@@ -428,14 +432,27 @@ unsafe fn norm_rotate_token<T: Element>(
     while h0 < x.heads {
         let n = group.min(x.heads - h0);
         let (s, d) = (src.wrapping_add(h0 * x.src_head_stride), dst.wrapping_add(h0 * x.dst_head_stride));
-        let mut na = NormArgs {
+        let ra = RotateArgs {
+            src: s,
+            dst: tmp,
+            heads: n,
+            src_head_stride: x.src_head_stride,
+            dst_head_stride: rd,
+            head_dim: rd,
+            cos,
+            sin,
+            layout: p.layout,
+            inverse: p.inverse,
+            prefetch: false,
+        };
+        let na = NormArgs {
             heads: n,
             head_dim: hd,
             split: rd,
-            src0: s,
-            src0_stride: x.src_head_stride,
-            dst0: tmp,
-            dst0_stride: rd,
+            src0: tmp,
+            src0_stride: rd,
+            dst0: d,
+            dst0_stride: x.dst_head_stride,
             src1: s.wrapping_add(rd),
             src1_stride: x.src_head_stride,
             dst1: d.wrapping_add(rd),
@@ -445,37 +462,13 @@ unsafe fn norm_rotate_token<T: Element>(
             eps: plan.eps,
             prefetch: large && x.src_head_stride < x.src_token_stride,
         };
-        let mut ra = RotateArgs {
-            src: tmp,
-            dst: d,
-            heads: n,
-            src_head_stride: rd,
-            dst_head_stride: x.dst_head_stride,
-            head_dim: rd,
-            cos,
-            sin,
-            layout: p.layout,
-            inverse: p.inverse,
-            prefetch: false,
-        };
         // Heads h0 .. h0 + n of token t lie in the validated views (in place: one buffer;
         // out of place: a `&[T]` and a disjoint `&mut [T]`); the scratch holds n * rd
-        // elements and is disjoint from both; the norm writes the scratch's first n * rd
-        // elements before the rotation reads them (or the rotation before the norm).
-        if plan.after {
-            (ra.src, ra.dst, ra.src_head_stride, ra.dst_head_stride) = (s, tmp, x.src_head_stride, rd);
-            (na.src0, na.src0_stride, na.dst0, na.dst0_stride) = (tmp, rd, d, x.dst_head_stride);
-            // SAFETY: as just said; the kernels come from the dispatcher.
-            unsafe {
-                rotate(&ra);
-                norm(&na);
-            }
-        } else {
-            // SAFETY: as just said; the kernels come from the dispatcher.
-            unsafe {
-                norm(&na);
-                rotate(&ra);
-            }
+        // elements, is disjoint from both, and the rotation writes it before the norm reads.
+        // SAFETY: as just said; the kernels come from the dispatcher.
+        unsafe {
+            rotate(&ra);
+            norm(&na);
         }
         h0 += n;
     }

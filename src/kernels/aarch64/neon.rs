@@ -80,7 +80,7 @@ pub(crate) unsafe fn norm_heads<T: SimdElement>(a: &generic::qknorm::NormArgs<'_
 /// # Safety
 /// The contract of [`NormRopeFn`](crate::kernels::generic::qknorm::NormRopeFn) (which includes this tier's features).
 #[target_feature(enable = "neon")]
-pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) {
+pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) -> bool {
     // SAFETY: as in `rotate`.
     unsafe { generic::qknorm::norm_rope_heads(Neon(()), a) }
 }

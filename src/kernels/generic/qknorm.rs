@@ -565,30 +565,41 @@ unsafe fn round_to<S: Simd, T: SimdElement, const F: u8>(s: S, v: S::V) -> S::V 
     }
 }
 
-/// Arguments of one fused norm-then-rotate call (`Weighted` or `OnePlus` forms): the heads
-/// of one token of one tensor, as [`RotateArgs`] (whose contract applies), plus the norm.
+/// Arguments of one fused call: the heads of one token of one tensor, as [`RotateArgs`]
+/// (whose contract applies), plus the norm: norm then rotate (`Weighted` or `OnePlus`
+/// forms), or (`after`) rotate then the `Plain` norm.
 pub(crate) struct NormRopeArgs<'a, T> {
     pub rotate: RotateArgs<'a, T>,
-    /// `head_dim` entries.
+    /// `head_dim` entries (empty with `after`).
     pub weight: &'a [f32],
     pub form: NormForm,
     pub eps: f32,
+    /// Rotate, round to `T`, then the `Plain` norm (Llama 4's `L2After`): taken only on the
+    /// register path ([`rope_norm_whole`]: f32 heads of whole vectors); otherwise the kernel
+    /// returns `false` and writes nothing, and the caller composes the rotate and norm kernels.
+    pub after: bool,
 }
 
-/// A fused norm-then-rotate kernel.
+/// A fused kernel: returns whether it took the call (always, unless `after`).
 ///
 /// # Safety
-/// The contract of [`RotateFn`](crate::kernels::RotateFn) for `a.rotate`;
-/// `weight.len() >= head_dim`; `form` is not `Plain`.
-pub(crate) type NormRopeFn<T> = unsafe fn(&NormRopeArgs<'_, T>);
+/// The contract of [`RotateFn`](crate::kernels::RotateFn) for `a.rotate`; unless `after`,
+/// `weight.len() >= head_dim` and `form` is not `Plain`; with `after`, `form` is `Plain`.
+pub(crate) type NormRopeFn<T> = unsafe fn(&NormRopeArgs<'_, T>) -> bool;
 
 /// The scalar oracle of the fused op: literally the norm ([`norm_heads_scalar`]) into a
 /// stack copy of each head's rotated part, then the scalar rotate kernel from it (the
 /// pass-through part normalised in place of the output).
 ///
+/// With `after` it takes no call: the caller's composition of the scalar rotate and norm
+/// kernels is the oracle.
+///
 /// # Safety
 /// The contract of [`NormRopeFn`].
-pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>) {
+pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>) -> bool {
+    if a.after {
+        return false;
+    }
     let r = &a.rotate;
     let rd = 2 * r.cos.len();
     let mut tmp = [T::default(); MAX_ROTARY_DIM];
@@ -632,6 +643,7 @@ pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>)
             crate::kernels::scalar::rotate(&rot);
         }
     }
+    true
 }
 
 /// The vector kernel behind every tier's `norm_rope_heads`: one pass per head. Each chunk of
@@ -646,7 +658,27 @@ pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>)
 /// # Safety
 /// The contract of [`NormRopeFn`]; `s` proves the CPU supports its tier.
 #[inline(always)]
-pub(crate) unsafe fn norm_rope_heads<S: Simd, T: SimdElement>(s: S, a: &NormRopeArgs<'_, T>) {
+pub(crate) unsafe fn norm_rope_heads<S: Simd, T: SimdElement>(s: S, a: &NormRopeArgs<'_, T>) -> bool {
+    if a.after {
+        let (r, lanes) = (&a.rotate, S::LANES);
+        if !T::F32
+            || r.layout != Layout::HalfSplit
+            || 2 * r.cos.len() != r.head_dim
+            || r.head_dim % (2 * lanes) != 0
+        {
+            return false;
+        }
+        // SAFETY: forwarded from the caller; head_dim = NV * LANES, all of it rotated.
+        unsafe {
+            match r.head_dim / lanes {
+                4 => rope_norm_whole::<S, T, 4>(s, a),
+                8 => rope_norm_whole::<S, T, 8>(s, a),
+                16 => rope_norm_whole::<S, T, 16>(s, a),
+                _ => return false,
+            }
+        }
+        return true;
+    }
     // SAFETY: forwarded from the caller.
     unsafe {
         match (a.form, a.rotate.layout, any_nan(s, a.weight)) {
@@ -662,6 +694,69 @@ pub(crate) unsafe fn norm_rope_heads<S: Simd, T: SimdElement>(s: S, a: &NormRope
             (NormForm::OnePlus, Layout::Interleaved, true) => norm_rope_in::<S, T, ONE_PLUS, true>(s, a),
             (_, Layout::HalfSplit, true) => norm_rope_in::<S, T, WEIGHTED, false>(s, a),
             (_, Layout::Interleaved, true) => norm_rope_in::<S, T, WEIGHTED, true>(s, a),
+        }
+    }
+    true
+}
+
+/// The `after` call of [`norm_rope_heads`] (Llama 4: RoPE, then the weightless norm) on f32
+/// `HalfSplit` heads rotated whole of `NV * S::LANES` elements, one head at a time in
+/// registers: the rotate kernel's formula, each value rounded to `T` as its store would
+/// ([`SimdElement::round`]: the canonical NaN; the identity for f32, where a NaN makes the
+/// whole head's output NaN either way), the squares of the rounded head summed in the order
+/// of the module docs ([`head_inv_rms`]'s), then `round_T(y * inv_rms)` stored. So it equals
+/// the rotate kernel into a buffer of `T` followed by the norm kernel, bit for bit, without
+/// the buffer's store and two reloads.
+///
+/// # Safety
+/// As [`norm_rope_heads`], with `after`, `head_dim == 2 * cos.len() == NV * S::LANES`.
+#[cfg_attr(debug_assertions, inline(never))]
+#[cfg_attr(not(debug_assertions), inline(always))]
+unsafe fn rope_norm_whole<S: Simd, T: SimdElement, const NV: usize>(s: S, a: &NormRopeArgs<'_, T>) {
+    let r = &a.rotate;
+    let (lanes, half, nacc) = (S::LANES, NV / 2, PARTIALS / S::LANES);
+    let sign = s.splat(if r.inverse { -0.0 } else { 0.0 });
+    let zero = s.splat(0.0);
+    let (mut c, mut sn) = ([zero; NV], [zero; NV]);
+    for k in 0..half {
+        // SAFETY: cos and sin have half * lanes entries.
+        unsafe {
+            c[k] = s.load(r.cos.as_ptr().add(k * lanes));
+            sn[k] = s.xor(s.load(r.sin.as_ptr().add(k * lanes)), sign);
+        }
+    }
+    let head_bytes = r.head_dim * core::mem::size_of::<T>();
+    let ahead = heads_ahead(head_bytes);
+    for h in 0..r.heads {
+        // Wrapping: past the call they are only hints.
+        let next = r.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(r.src_head_stride));
+        prefetch_range(s, r.prefetch, next.cast(), head_bytes);
+        let (src, dst) =
+            (r.src.wrapping_add(h * r.src_head_stride), r.dst.wrapping_add(h * r.dst_head_stride));
+        let mut y = [zero; NV];
+        for k in 0..half {
+            // SAFETY: elements k * lanes and (half + k) * lanes + lanes <= head_dim of head h
+            // (contract); every load of the head comes before its first store.
+            unsafe {
+                let (x0, x1) = (T::load(s, src.add(k * lanes)), T::load(s, src.add((half + k) * lanes)));
+                y[k] = T::round(s, s.sub(s.mul(x0, c[k]), s.mul(x1, sn[k])));
+                y[half + k] = T::round(s, s.add(s.mul(x1, c[k]), s.mul(x0, sn[k])));
+            }
+        }
+        let mut acc = [zero; 4];
+        for (v, y) in y.iter().enumerate() {
+            acc[v % nacc] = s.add(acc[v % nacc], s.mul(*y, *y));
+        }
+        let iv = s.splat(inv_rms(tree_vectors(s, acc), r.head_dim, a.eps));
+        for k in (0..NV).step_by(2) {
+            // SAFETY: vectors k, k + 1 < NV of head h (contract).
+            unsafe {
+                T::store2(
+                    s,
+                    [dst.add(k * lanes), dst.add((k + 1) * lanes)],
+                    [s.mul(y[k], iv), s.mul(y[k + 1], iv)],
+                );
+            }
         }
     }
 }
