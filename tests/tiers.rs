@@ -1849,8 +1849,8 @@ fn layer_calls_match_oracle() {
     layer_suite::<bf16>(17_300);
 }
 
-// ---- Issue 15: fused QK-norm on whole rotated heads of 4, 8 and 16 vectors (the fused
-// kernel's register path, `half_split_whole`), every tier and dtype. ----
+// ---- Issue 15: fused QK-norm on whole rotated heads of 4, 8 and 16 vectors (the kernels'
+// register paths `half_split_whole`, `norm_whole`, `rope_norm_whole`), every tier and dtype. ----
 
 #[test]
 fn qknorm_whole_heads_match_oracle() {

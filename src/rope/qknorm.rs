@@ -379,8 +379,9 @@ unsafe fn norm_rotate_tokens<T: Element>(
     for_each_row(p, freqs, range, &token);
 }
 
-/// Token `t` of one tensor: groups of heads through the scratch buffer, norm then rotate
-/// (or rotate then norm for `L2After`).
+/// Token `t` of one tensor: one call of the fused kernel for all its heads; for `L2After`
+/// on a shape the kernel does not take, groups of heads rotated into the scratch buffer and
+/// normalised from it.
 ///
 /// # Safety
 /// As [`norm_rotate_tokens`], for token `t` of `x`.

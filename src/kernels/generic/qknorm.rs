@@ -575,7 +575,8 @@ pub(crate) struct NormRopeArgs<'a, T> {
     pub form: NormForm,
     pub eps: f32,
     /// Rotate, round to `T`, then the `Plain` norm (Llama 4's `L2After`): taken only on the
-    /// register path ([`rope_norm_whole`]: f32 heads of whole vectors); otherwise the kernel
+    /// register path ([`rope_norm_whole`]: f32 `HalfSplit` heads rotated whole, of 4, 8 or
+    /// 16 vectors; not yet `Interleaved`, Llama 4's own layout); otherwise the kernel
     /// returns `false` and writes nothing, and the caller composes the rotate and norm kernels.
     pub after: bool,
 }
@@ -654,6 +655,10 @@ pub(crate) unsafe fn norm_rope_heads_scalar<T: Element>(a: &NormRopeArgs<'_, T>)
 /// followed by the rotate kernel bit for bit. The bf16 roundings before the rotation stay in
 /// registers ([`SimdElement::round`]), without the NaN canonicalisation when no weight is NaN
 /// (`QUIET`), and bf16 `HalfSplit` heads load and store 32-bit words (`half_split_words`).
+///
+/// An `after` call (rotate, then the `Plain` norm) is taken, and `true` returned, only for
+/// f32 `HalfSplit` heads rotated whole of 4, 8 or 16 vectors ([`rope_norm_whole`]); for any
+/// other it returns `false` before writing anything.
 ///
 /// # Safety
 /// The contract of [`NormRopeFn`]; `s` proves the CPU supports its tier.
