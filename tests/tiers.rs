@@ -1825,8 +1825,13 @@ fn layer_call<I: Bits + rope_kernels::CacheElement>(
 }
 
 fn layer_suite<I: Bits + rope_kernels::CacheElement>(seed: u64) {
-    let cases = if cfg!(miri) { 2 } else { 60 };
+    // Under Miri one case per dtype and tier (a layer call takes about 9 s there), and not the
+    // scalar tier against itself (natively that checks that a case is deterministic).
+    let cases = if cfg!(miri) { 1 } else { 60 };
     for tier in tiers() {
+        if cfg!(miri) && tier == Tier::Scalar {
+            continue;
+        }
         for c in 0..cases {
             let s = seed + c;
             assert!(
