@@ -187,12 +187,12 @@ pub(crate) unsafe fn norm_heads_scalar<T: Element>(a: &NormArgs<'_, T>) {
 /// The vector kernel behind every tier's `norm_heads`.
 ///
 /// Heads of one segment (`split == head_dim`) of 4, 8 or 16 whole vectors take the register
-/// path [`norm_whole`]; the rest this generic one, in two phases per chunk of up to [`CHUNK`] heads: first every head's `inv_rms` (the sums
-/// of [`GROUP`] heads accumulated side by side, independent dependency chains), then every
-/// head's output, so that a head's reduction, square root and division never stall the
-/// loop that writes it (one head at a time measured latency bound). The chunk's heads are
-/// still in L1 for the second phase. The order of the operations within each head is
-/// unchanged.
+/// path [`norm_whole`]; the rest this generic one, in two phases per chunk of up to
+/// [`CHUNK`] heads: first every head's `inv_rms` (the sums of [`GROUP`] heads accumulated
+/// side by side, independent dependency chains), then every head's output, so that a head's
+/// reduction, square root and division never stall the loop that writes it (one head at a
+/// time measured latency bound). The chunk's heads are still in L1 for the second phase.
+/// The order of the operations within each head is unchanged.
 ///
 /// # Safety
 /// The contract of [`NormFn`]; `s` proves the CPU supports its tier.
