@@ -405,14 +405,20 @@ fn all_bf16_patterns_match_oracle() {
 }
 
 /// Calls large enough for the kernels' prefetch path (more than 512 KB of rotated input;
-/// `[t][h][d]` prefetches, `[h][t][d]` does not), GQA k, both layouts, in place and out of
-/// place, every tier against the oracle, with canaries around every buffer. Not under Miri
+/// `[t][h][d]` prefetches, `[h][t][d]` does not), GQA k, both layouts, whole and partial
+/// rotary (58 of 128: 29 pairs, a tail on every tier; out of place this is the head-by-head
+/// walk that copies each pass-through part after its rotation), in place and out of place,
+/// every tier against the oracle, with canaries around every buffer. Not under Miri
 /// (millions of elements).
 fn prefetching_calls<T: Bits>(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let (tokens, q_heads, k_heads, head_dim) = (300, 12, 4, 128);
-    let rope_cfg = |layout| RopeConfig::new(head_dim, 500_000.0).with_layout(layout);
-    for layout in [Layout::HalfSplit, Layout::Interleaved] {
+    let cases = [Layout::HalfSplit, Layout::Interleaved].into_iter().flat_map(|l| [(l, head_dim), (l, 58)]);
+    for (layout, rotary_dim) in cases {
+        // 58 rotated bf16 elements of 300 x 16 heads: 557 KB, still above the threshold.
+        assert!(tokens * (q_heads + k_heads) * rotary_dim * size_of::<T>() > 512 * 1024);
+        let rope_cfg =
+            |layout| RopeConfig::new(head_dim, 500_000.0).with_layout(layout).with_rotary_dim(rotary_dim);
         for bhsd in [false, true] {
             let view =
                 |h| if bhsd { View::bhsd(tokens, h, head_dim) } else { View::bshd(tokens, h, head_dim) };
@@ -432,7 +438,7 @@ fn prefetching_calls<T: Bits>(seed: u64) {
             let (eq, ek) = in_place(&oracle);
             for tier in tiers() {
                 let rope = Rope::new(rope_cfg(layout)).unwrap().with_tier(tier).unwrap();
-                let what = format!("{tier} {} {layout:?} bhsd={bhsd}", T::NAME);
+                let what = format!("{tier} {} {layout:?} rotary_dim={rotary_dim} bhsd={bhsd}", T::NAME);
                 let (gq, gk) = in_place(&rope);
                 assert_eq!(bits(&eq), bits(&gq), "{what}: q in place (canaries included)");
                 assert_eq!(bits(&ek), bits(&gk), "{what}: k in place (canaries included)");

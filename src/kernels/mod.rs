@@ -56,9 +56,11 @@ pub(crate) struct RotateArgs<'a, T> {
     pub sin: &'a [f32],
     pub layout: Layout,
     pub inverse: bool,
-    /// Whether the kernel should prefetch heads ahead (a hint; results do not depend on it):
-    /// set when the rotated input bytes of the whole call exceed [`PREFETCH_MIN_BYTES`] and
-    /// the heads of a token lie closer together than a head's consecutive tokens.
+    /// Whether the call streams from memory (a hint; results do not depend on it): set when
+    /// the rotated input bytes of the whole call exceed [`PREFETCH_MIN_BYTES`] and the heads
+    /// of a token lie closer together than a head's consecutive tokens. The kernel then
+    /// prefetches heads ahead and, out of place, copies each head's pass-through part right
+    /// after rotating it.
     pub prefetch: bool,
 }
 
