@@ -2,13 +2,13 @@
 """Prints the model-zoo table from the criterion results of `cargo bench --bench zoo`.
 
 Reads target/criterion/**/new/{benchmark,sample}.json (or the directory given), groups
-`<model>/<shape>/<variant>` with functions `<tier>/{rope,roof,roof_nt,conv}` (see
+`<model>/<shape>/<variant>` with functions `<tier>/{rope,roof*,conv}` (see
 benches/zoo.rs). Time per iteration: criterion's fastest sample (each sample is many
 iterations; on a shared machine preemption inflates the others), `--median` for
 criterion's median.
 
 For each rope row: rope time, roofline time (the fastest `roof*`: ordinary or streaming
-stores, with or without software prefetch), the ratio
+stores, with or without software prefetch, in place also token by token), the ratio
 roofline / rope (1.0 = at the memory limit), the issue-18 target and ok/MISS; for f16/bf16
 also the ratio against the conversion roofline (`conv`). Then the relative targets: dynamic
 NTK / LongRoPE rows within 1.15x of their `-default` twin, on the fly within 1.3x of cached
