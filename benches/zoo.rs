@@ -307,8 +307,8 @@ fn bench_row<T: Element>(g: &mut BenchmarkGroup<'_, WallTime>, m: &Model, shape:
             }
             // The same pass in the rotation's own order too: token by token, q's heads then
             // k's, one call per token and tensor. On partial-rotary long rows that order ran
-            // up to 1.4x faster than all of q then all of k (Phi-2, AVX-512: 1.40 against
-            // 2.24 ms), and the rotation beat the q-then-k roofline by as much.
+            // up to 1.6x faster than all of q then all of k (Phi-2, AVX-512: 1.40 against
+            // 2.24 ms), and the rotation had beaten the q-then-k roofline by up to 1.42x.
             if shape.tokens > 1 && !var.bhsd {
                 g.bench_function(format!("{tier}/roof_tok_pf"), |b| {
                     let (qt, kt) = (qn / shape.tokens, kn / shape.tokens);

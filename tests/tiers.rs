@@ -415,7 +415,7 @@ fn prefetching_calls<T: Bits>(seed: u64) {
     let (tokens, q_heads, k_heads, head_dim) = (300, 12, 4, 128);
     let cases = [Layout::HalfSplit, Layout::Interleaved].into_iter().flat_map(|l| [(l, head_dim), (l, 58)]);
     for (layout, rotary_dim) in cases {
-        // 58 rotated bf16 elements of 300 x 16 heads: 557 KB, still above the threshold.
+        // 58 rotated bf16 elements of 300 x 16 heads: 544 KiB, still above the 512 KiB.
         assert!(tokens * (q_heads + k_heads) * rotary_dim * size_of::<T>() > 512 * 1024);
         let rope_cfg =
             |layout| RopeConfig::new(head_dim, 500_000.0).with_layout(layout).with_rotary_dim(rotary_dim);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the tier suite (tests/tiers.rs, reduced sizes under cfg(miri)) and the lib unit tests
-# under Miri, three times: the build baseline (portable tier), with AVX2 + FMA +
+# under Miri, three times: the build baseline (scalar + portable tiers), with AVX2 + FMA +
 # F16C enabled at compile time (adds the AVX2 tier), and with AVX-512F (adds the AVX-512
 # tier; see below for +avx512bw). Under Miri, CPU detection reports exactly the
 # compile-time target features, so each run can execute the tier it enables; the log line
@@ -42,11 +42,7 @@ run() {
     rm -f "$log"
 }
 
-# Scalar is the oracle that every case of every run executes (under Miri too), so the
-# baseline tests only portable: scalar against itself ran the same code twice (the
-# baseline run: 520 s with scalar in a full CI run, 448 s without it run alone, both from
-# a clean target directory).
-run baseline "" "portable"
+run baseline "" "scalar portable"
 run avx2 "-Ctarget-feature=+avx2,+fma,+f16c" "avx2"
 # +avx512bw only because wide 1.7.1 does not compile with avx512f alone (its i16x32 and
 # i32x16 fall back to fields that do not exist then); the AVX-512 tier itself uses

@@ -589,8 +589,9 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
     // Out of place with a pass-through part, in a call that streams from memory: head by
     // head, each head's bytes in address order (issue 18). Rotating every head, then
     // copying every head's rest, made two interleaved sweeps that the hardware prefetcher
-    // followed badly: 1.2-1.6x slower on GPT-J and GPT-NeoX-20B prefill out of place.
-    // Cache-resident calls (decode) keep the two loops, which have less per-head work.
+    // followed badly: 1.3-2x slower on GPT-J and GPT-NeoX-20B prefill out of place.
+    // Cache-resident calls (decode) and BHSD ones (no prefetch) keep the two loops, which
+    // have less per-head work.
     for h in 0..a.heads {
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
