@@ -570,12 +570,31 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
     let rotary_dim = 2 * pairs;
     debug_assert!(a.sin.len() == pairs && rotary_dim <= a.head_dim && rotary_dim <= MAX_ROTARY_DIM);
     let rest = !ptr::eq(a.src, a.dst) && rotary_dim < a.head_dim;
-    if !rest || !a.prefetch {
-        // SAFETY: forwarded from the caller.
-        unsafe { rotate_part(s, a) };
-        for h in (0..a.heads).filter(|_| rest) {
+    // Out of place with a pass-through part, in a call that streams from memory: head by
+    // head, each head's bytes in address order (issue 18). Rotating every head, then
+    // copying every head's rest, made two interleaved sweeps that the hardware prefetcher
+    // followed badly: 1.3-2x slower on GPT-J and GPT-NeoX-20B prefill out of place.
+    // Cache-resident calls (decode) and BHSD ones (no prefetch) keep the two loops, which
+    // have less per-head work. One call site of `rotate_part` either way: each inlined copy
+    // carries the kernels' stack buffers, and two overflowed a 2 MB test thread's stack in
+    // debug builds.
+    let by_head = rest && a.prefetch;
+    let (calls, heads) = if by_head { (a.heads, 1) } else { (1, a.heads) };
+    for h in 0..calls {
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract; h == 0 when the
+        // call is not split).
+        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        // SAFETY: heads h .. h + heads of the call.
+        unsafe { rotate_part(s, &RotateArgs { src, dst, heads, ..*a }) };
+        if by_head {
             // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of
             // place, source and destination do not overlap.
+            unsafe { copy_rest(src.add(rotary_dim), dst.add(rotary_dim), a.head_dim - rotary_dim) };
+        }
+    }
+    if rest && !by_head {
+        for h in 0..a.heads {
+            // SAFETY: as above.
             unsafe {
                 copy_rest(
                     a.src.add(h * a.src_head_stride + rotary_dim),
@@ -584,22 +603,6 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
                 );
             }
         }
-        return;
-    }
-    // Out of place with a pass-through part, in a call that streams from memory: head by
-    // head, each head's bytes in address order (issue 18). Rotating every head, then
-    // copying every head's rest, made two interleaved sweeps that the hardware prefetcher
-    // followed badly: 1.3-2x slower on GPT-J and GPT-NeoX-20B prefill out of place.
-    // Cache-resident calls (decode) and BHSD ones (no prefetch) keep the two loops, which
-    // have less per-head work.
-    for h in 0..a.heads {
-        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
-        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
-        // SAFETY: one head of the call.
-        unsafe { rotate_part(s, &RotateArgs { src, dst, heads: 1, ..*a }) };
-        // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of
-        // place, source and destination do not overlap.
-        unsafe { copy_rest(src.add(rotary_dim), dst.add(rotary_dim), a.head_dim - rotary_dim) };
     }
 }
 
