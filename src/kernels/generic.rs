@@ -585,16 +585,9 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
     {
         // SAFETY: forwarded from the caller.
         unsafe { rotate_part(s, a) };
-        for h in (0..a.heads).filter(|_| rest) {
-            // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of
-            // place, source and destination do not overlap.
-            unsafe {
-                copy_rest(
-                    a.src.add(h * a.src_head_stride + rotary_dim),
-                    a.dst.add(h * a.dst_head_stride + rotary_dim),
-                    a.head_dim - rotary_dim,
-                );
-            }
+        if rest {
+            // SAFETY: out of place, as `copy_rests` requires.
+            unsafe { copy_rests(a, rotary_dim) };
         }
     }
     #[cfg(target_pointer_width = "64")]
@@ -614,16 +607,27 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
             }
         }
         if rest && !by_head {
-            for h in 0..a.heads {
-                // SAFETY: as above.
-                unsafe {
-                    copy_rest(
-                        a.src.add(h * a.src_head_stride + rotary_dim),
-                        a.dst.add(h * a.dst_head_stride + rotary_dim),
-                        a.head_dim - rotary_dim,
-                    );
-                }
-            }
+            // SAFETY: out of place, as `copy_rests` requires.
+            unsafe { copy_rests(a, rotary_dim) };
+        }
+    }
+}
+
+/// Copies the pass-through part (`rotary_dim..head_dim`) of every head of `a`.
+///
+/// # Safety
+/// As [`rotate`], out of place (source and destination do not overlap).
+#[inline(always)]
+unsafe fn copy_rests<T>(a: &RotateArgs<'_, T>, rotary_dim: usize) {
+    for h in 0..a.heads {
+        // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of place,
+        // source and destination do not overlap (caller).
+        unsafe {
+            copy_rest(
+                a.src.add(h * a.src_head_stride + rotary_dim),
+                a.dst.add(h * a.dst_head_stride + rotary_dim),
+                a.head_dim - rotary_dim,
+            );
         }
     }
 }
