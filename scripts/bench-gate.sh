@@ -79,8 +79,15 @@ build() { # manifest, rustflags, package, binary, destination
 build "$harness_base" "" rope-gate-bench gate-bench "$bin/A"
 build "$harness_cand" "$CANDIDATE_RUSTFLAGS" rope-gate-bench gate-bench "$bin/B"
 build "$harness_cand" "" rope-gate-stat gate-stat "$bin/gate-stat"
-A=$bin/A
-B=$bin/B
+A=$bin/A.run
+B=$bin/B.run
+# A new file with the contents of $1 at $2 (new pages in the page cache).
+fresh() {
+    rm -f "$2"
+    cp "$1" "$2" || gate_die "copying $1 failed"
+}
+fresh "$bin/A" "$A"
+fresh "$bin/B" "$B"
 
 tier_a=$("$A" tier) || gate_die "baseline harness: no tier"
 tier_b=$("$B" tier) || gate_die "candidate harness: no tier"
@@ -116,6 +123,14 @@ round=1
 while :; do
     echo "$gate_name: round $round: $PAIRS pairs of ${#todo[@]} cases" >&2
     for ((i = 0; i < PAIRS; i++)); do
+        # Each pair runs fresh copies of both binaries: where the kernel places the
+        # executable's pages in memory moves a case's time, for as long as that copy lives.
+        # Two copies of one file timed prefill/bf16/half_split 15% apart, sample after
+        # sample (AVX-512, Zen 5): with one copy per side for the whole run, same versus
+        # same flagged it (+13%, in CI and here). A fresh copy per pair makes the placement
+        # one more per-pair disturbance, drawn anew for A and B alike.
+        fresh "$bin/A" "$A"
+        fresh "$bin/B" "$B"
         for c in "${todo[@]}"; do
             if ((i % 2 == 0)); then
                 a=$("$A" sample "$c" "${iters[$c]}" "$BATCHES") || gate_die "sample of $c (A) failed"
