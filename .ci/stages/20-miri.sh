@@ -9,8 +9,8 @@
 # Miri interprets on one thread, and CI has two cores: the runs go two at a time (baseline
 # with the C ABI's, then AVX2 with AVX-512), each in its own target dir (each run's
 # RUSTFLAGS rebuild everything anyway) and with its own log, printed once both runs of the
-# pair ended. In a row the four took 773 + 127 + 362 + 311 s here (1573 s); two at a time,
-# 587 and 133 s, then 361 and 369 s (957 s).
+# pair ended. In a row the four took 773 + 127 + 362 + 311 s in a CI run here (1573 s);
+# two at a time, a day later, 587 and 133 s, then 361 and 369 s (957 s).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
