@@ -118,4 +118,8 @@ pub mod __bench {
         bench_roofline_copy as roofline_copy, bench_roofline_in_place as roofline_in_place, RooflineRows,
     };
     pub use crate::encodings::row_kernels::bench as encodings;
+    /// Calls with more rotated input bytes than this take the kernels' prefetch path (and,
+    /// out of place with a pass-through part, the head-by-head walk); the tier suite sizes
+    /// its large calls by it.
+    pub const PREFETCH_MIN_BYTES: usize = crate::kernels::PREFETCH_MIN_BYTES;
 }

@@ -416,7 +416,10 @@ fn prefetching_calls<T: Bits>(seed: u64) {
     let cases = [Layout::HalfSplit, Layout::Interleaved].into_iter().flat_map(|l| [(l, head_dim), (l, 58)]);
     for (layout, rotary_dim) in cases {
         // 58 rotated bf16 elements of 300 x 16 heads: 544 KiB, still above the 512 KiB.
-        assert!(tokens * (q_heads + k_heads) * rotary_dim * size_of::<T>() > 512 * 1024);
+        assert!(
+            tokens * (q_heads + k_heads) * rotary_dim * size_of::<T>()
+                > rope_kernels::__bench::PREFETCH_MIN_BYTES
+        );
         let rope_cfg =
             |layout| RopeConfig::new(head_dim, 500_000.0).with_layout(layout).with_rotary_dim(rotary_dim);
         // Partial rotary in BSHD only: BHSD calls do not prefetch (nor take the head-by-head

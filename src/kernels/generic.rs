@@ -578,56 +578,33 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
     // have less per-head work. One call site of `rotate_part` either way: each inlined copy
     // carries the kernels' stack buffers, and two overflowed a 2 MB test thread's stack in
     // debug builds.
-    // 32-bit targets (microcontrollers: no call streams from memory there) keep the plain
-    // two loops: the per-head `RotateArgs` would add its 44 bytes to the Cortex-M apply
-    // stack, which has a 2048-byte budget (`.ci/stages/35-cortex-m.sh`).
-    #[cfg(not(target_pointer_width = "64"))]
-    {
-        // SAFETY: forwarded from the caller.
-        unsafe { rotate_part(s, a) };
-        if rest {
-            // SAFETY: out of place, as `copy_rests` requires.
-            unsafe { copy_rests(a, rotary_dim) };
+    // 32-bit targets (microcontrollers: no call streams from memory there) never split:
+    // `by_head` is false at compile time, and the call runs as the plain two loops.
+    let by_head = cfg!(target_pointer_width = "64") && rest && a.prefetch;
+    let (calls, heads) = if by_head { (a.heads, 1) } else { (1, a.heads) };
+    for h in 0..calls {
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract; h == 0 when the
+        // call is not split).
+        let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
+        // SAFETY: heads h .. h + heads of the call.
+        unsafe { rotate_part(s, &RotateArgs { src, dst, heads, ..*a }) };
+        if by_head {
+            // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of
+            // place, source and destination do not overlap.
+            unsafe { copy_rest(src.add(rotary_dim), dst.add(rotary_dim), a.head_dim - rotary_dim) };
         }
     }
-    #[cfg(target_pointer_width = "64")]
-    {
-        let by_head = rest && a.prefetch;
-        let (calls, heads) = if by_head { (a.heads, 1) } else { (1, a.heads) };
-        for h in 0..calls {
-            // SAFETY: head `h` is in bounds for both pointers (RotateFn contract; h == 0 when the
-            // call is not split).
-            let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
-            // SAFETY: heads h .. h + heads of the call.
-            unsafe { rotate_part(s, &RotateArgs { src, dst, heads, ..*a }) };
-            if by_head {
-                // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of
-                // place, source and destination do not overlap.
-                unsafe { copy_rest(src.add(rotary_dim), dst.add(rotary_dim), a.head_dim - rotary_dim) };
+    if rest && !by_head {
+        for h in 0..a.heads {
+            // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of
+            // place, source and destination do not overlap.
+            unsafe {
+                copy_rest(
+                    a.src.add(h * a.src_head_stride + rotary_dim),
+                    a.dst.add(h * a.dst_head_stride + rotary_dim),
+                    a.head_dim - rotary_dim,
+                );
             }
-        }
-        if rest && !by_head {
-            // SAFETY: out of place, as `copy_rests` requires.
-            unsafe { copy_rests(a, rotary_dim) };
-        }
-    }
-}
-
-/// Copies the pass-through part (`rotary_dim..head_dim`) of every head of `a`.
-///
-/// # Safety
-/// As [`rotate`], out of place (source and destination do not overlap).
-#[inline(always)]
-unsafe fn copy_rests<T>(a: &RotateArgs<'_, T>, rotary_dim: usize) {
-    for h in 0..a.heads {
-        // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of place,
-        // source and destination do not overlap (caller).
-        unsafe {
-            copy_rest(
-                a.src.add(h * a.src_head_stride + rotary_dim),
-                a.dst.add(h * a.dst_head_stride + rotary_dim),
-                a.head_dim - rotary_dim,
-            );
         }
     }
 }

@@ -85,6 +85,8 @@ pub(crate) unsafe fn pass_in_place(tier: Tier, p: *mut u8, r: Rows, zero: u64) {
 /// # Safety
 /// Every row of `r` at `src` is valid for reads and at `dst` for writes; they do not overlap;
 /// the CPU supports `tier`.
+// Without x86-64 no tier has streaming stores: `streaming` is then only passed along.
+#[cfg_attr(not(target_arch = "x86_64"), allow(clippy::only_used_in_recursion))]
 pub(crate) unsafe fn copy(tier: Tier, src: *const u8, dst: *mut u8, r: Rows, streaming: bool) {
     let (r, rest) = r.merged();
     if let Some(rest) = rest {
