@@ -74,17 +74,18 @@ build() { # manifest, rustflags, package, binary, destination
     RUSTFLAGS=$(gate_rustflags "$2") CARGO_TARGET_DIR=$target_dir \
         cargo build --quiet --release --target "$gate_host" --manifest-path "$1" -p "$3" --bin "$4" ||
         gate_die "building $4 from $1 failed"
-    cp "$target_dir/$gate_host/release/$4" "$5"
+    cp "$target_dir/$gate_host/release/$4" "$5" || gate_die "copying $4 to $5 failed"
 }
 build "$harness_base" "" rope-gate-bench gate-bench "$bin/A"
 build "$harness_cand" "$CANDIDATE_RUSTFLAGS" rope-gate-bench gate-bench "$bin/B"
 build "$harness_cand" "" rope-gate-stat gate-stat "$bin/gate-stat"
 A=$bin/A.run
 B=$bin/B.run
-# A new file with the contents of $1 at $2 (new pages in the page cache).
+# A new file with the contents of $1 at $2 (new pages in the page cache). Written beside
+# and renamed: removing $2 and copying anew got back the pages of the copy before last
+# (ext4 here), so placement alternated in step with the A B / B A order.
 fresh() {
-    rm -f "$2"
-    cp "$1" "$2" || gate_die "copying $1 failed"
+    { cp "$1" "$2.new" && mv -f "$2.new" "$2"; } || gate_die "copying $1 to $2 failed"
 }
 fresh "$bin/A" "$A"
 fresh "$bin/B" "$B"

@@ -6,11 +6,12 @@
 # compile-time target features, so each run can execute the tier it enables; the log line
 # "<tier>: N random ... cases bit-identical to scalar" shows that it did. Also the C ABI's
 # unit tests once (`capi` below).
-# Miri interprets on one thread, and CI has two cores: the runs go two at a time (baseline
-# with the C ABI's, then AVX2 with AVX-512), each in its own target dir (each run's
-# RUSTFLAGS rebuild everything anyway) and with its own log, printed once both runs of the
-# pair ended. In a row the four took 773 + 127 + 362 + 311 s in a CI run here (1573 s);
-# two at a time, a day later, 587 and 133 s, then 361 and 369 s (957 s).
+# Miri interprets on one thread, and CI has two cores: the runs go in two lanes at once
+# (baseline, then the C ABI's; AVX2, then AVX-512), each run in its own target dir (cargo
+# locks a target dir for the whole command) and with its own log, all printed at the end
+# (also when a run fails or the stage stops early). In a row the four took 773 + 127 + 362 + 311 s in a CI run
+# here (1573 s); two at a time in pairs, a day later, 587 and 133 s, then 361 and 369 s
+# (957 s); the lanes' time is in the log.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -23,6 +24,7 @@ cargo +nightly miri setup
 # Miri runs are independent of the native build: keep their artefacts apart.
 miri_target="${CARGO_TARGET_DIR:-target}/miri-runs"
 logs=$(mktemp -d)
+trap 'cat "$logs"/* 2> /dev/null; rm -rf "$logs"' EXIT
 
 # `suite NAME RUSTFLAGS TIERS`: the suite with the given flags, testing TIERS (against the
 # scalar oracle, which every case runs); fails unless each of TIERS ran. Its output goes to
@@ -30,6 +32,7 @@ logs=$(mktemp -d)
 suite() {
     local name=$1 flags=$2 expect=$3
     local start=$SECONDS log=$logs/$name
+    echo "=== miri: ${name}: started (log printed at the end)"
     {
         echo "=== miri: ${name} (RUSTFLAGS='${flags}')"
         ROPE_TIERS="${expect// /,}" MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-env-forward=ROPE_TIERS" RUSTFLAGS="${flags}" \
@@ -54,9 +57,10 @@ suite() {
 # function turns C pointers and counts into slices, so Miri checks that boundary too
 # (Stacked Borrows, alignment, bounds, hostile input). Fewer random cases under cfg(miri)
 # (`tests::cases`); baseline flags only, the boundary code is the same for every tier.
-# About 20 s to build and 90 s to run on 2 cores.
+# About 130 s.
 capi() {
     local start=$SECONDS log=$logs/capi
+    echo "=== miri: capi: started (log printed at the end)"
     {
         echo "=== miri: capi (RUSTFLAGS='')"
         RUSTFLAGS="" CARGO_TARGET_DIR="$miri_target/capi" cargo +nightly miri test -p rope-kernels-capi --lib 2>&1
@@ -64,23 +68,23 @@ capi() {
     echo "=== miri: capi: $((SECONDS - start)) s" >> "$log"
 }
 
-# `both NAME1 NAME2`: runs the jobs NAME1 and NAME2 (shell commands) at once, prints each
-# log once both ended, and fails if either failed.
-both() {
-    local p1 p2 rc=0
-    eval "$1" & p1=$!
-    eval "$2" & p2=$!
-    wait "$p1" || rc=1
-    wait "$p2" || rc=1
-    cat "$logs"/*
-    rm -f "$logs"/*
-    return "$rc"
-}
-
-both 'suite baseline "" "scalar portable"' capi
+# The two lanes. A run that fails ends its lane; the stage fails once both lanes ended.
+lane_baseline() { suite baseline "" "scalar portable" && capi; }
 # +avx512bw only because wide 1.7.1 does not compile with avx512f alone (its i16x32 and
 # i32x16 fall back to fields that do not exist then); the AVX-512 tier itself uses
 # AVX-512F instructions only, and requires only AVX-512F at run time.
-both 'suite avx2 "-Ctarget-feature=+avx2,+fma,+f16c" "avx2"' \
-    'suite avx512 "-Ctarget-feature=+avx512f,+avx512bw" "avx512"'
-rmdir "$logs"
+lane_simd() {
+    suite avx2 "-Ctarget-feature=+avx2,+fma,+f16c" "avx2" &&
+        suite avx512 "-Ctarget-feature=+avx512f,+avx512bw" "avx512"
+}
+start=$SECONDS
+lane_baseline & p1=$!
+lane_simd & p2=$!
+rc=0
+wait "$p1" || rc=1
+wait "$p2" || rc=1
+cat "$logs"/*
+rm -rf "$logs"
+trap - EXIT
+echo "=== miri: both lanes ended after $((SECONDS - start)) s$([ "$rc" = 0 ] || echo ': FAILED')"
+exit "$rc"
