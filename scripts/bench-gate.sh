@@ -9,7 +9,8 @@
 # A (baseline) and one of B (candidate), back to back, in the order A B, then B A for the
 # next pair. Load that drifts (other tenants, a CPU hog, frequency changes) hits both
 # halves of a pair alike, so the ratio B/A of each pair cancels it; no saved baseline from
-# another time is needed.
+# another time is needed. Each pair runs fresh copies of both binaries (where their pages
+# land in memory moved one case's time by 15%).
 #
 # The rule (tools/gate/stat/src/main.rs): per case, the median of the pair ratios B/A and
 # its distribution-free 95% confidence interval (order statistics, as the sign test has
