@@ -10,8 +10,7 @@
 # (baseline, then the C ABI's; AVX2, then AVX-512), each run in its own target dir (cargo
 # locks a target dir for the whole command) and with its own log, all printed at the end
 # (also when a run fails or the stage stops early). In a row the four took 773 + 127 + 362 + 311 s in a CI run
-# here (1573 s); two at a time in pairs, a day later, 587 and 133 s, then 361 and 369 s
-# (957 s); the lanes' time is in the log.
+# here (1573 s); in the two lanes, a day later, 704 + 156 s and 381 + 352 s (860 s).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
