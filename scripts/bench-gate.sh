@@ -125,12 +125,10 @@ round=1
 while :; do
     echo "$gate_name: round $round: $PAIRS pairs of ${#todo[@]} cases" >&2
     for ((i = 0; i < PAIRS; i++)); do
-        # Each pair runs fresh copies of both binaries: where the kernel places the
-        # executable's pages in memory moves a case's time, for as long as that copy lives.
-        # Two copies of one file timed prefill/bf16/half_split 15% apart, sample after
-        # sample (AVX-512, Zen 5): with one copy per side for the whole run, same versus
-        # same flagged it (+13%, in CI and here). A fresh copy per pair makes the placement
-        # one more per-pair disturbance, drawn anew for A and B alike.
+        # Fresh copies per pair: two copies of one file timed prefill/bf16/half_split 15%
+        # apart, sample after sample (AVX-512, Zen 5), and with one copy per side for the
+        # whole run same versus same flagged it (+13%, in CI and here). A new copy per pair
+        # makes where its pages land one more per-pair disturbance, for A and B alike.
         fresh "$bin/A" "$A"
         fresh "$bin/B" "$B"
         for c in "${todo[@]}"; do
