@@ -404,7 +404,8 @@ fn all_bf16_patterns_match_oracle() {
     all_patterns::<bf16>();
 }
 
-/// Calls large enough for the kernels' prefetch path (more than 512 KB of rotated input;
+/// Calls large enough for the kernels' prefetch path (more rotated input bytes than
+/// `__bench::PREFETCH_MIN_BYTES`, 512 KiB;
 /// `[t][h][d]` prefetches, `[h][t][d]` does not), GQA k, both layouts, whole and (`[t][h][d]`
 /// only) partial rotary (58 of 128: 29 pairs, a tail on every tier; out of place this is the
 /// head-by-head walk that copies each pass-through part after its rotation), in place and
@@ -415,7 +416,7 @@ fn prefetching_calls<T: Bits>(seed: u64) {
     let (tokens, q_heads, k_heads, head_dim) = (300, 12, 4, 128);
     let cases = [Layout::HalfSplit, Layout::Interleaved].into_iter().flat_map(|l| [(l, head_dim), (l, 58)]);
     for (layout, rotary_dim) in cases {
-        // 58 rotated bf16 elements of 300 x 16 heads: 544 KiB, still above the 512 KiB.
+        // 58 rotated bf16 elements of 300 x 16 heads: 544 KiB, still above the threshold.
         assert!(
             tokens * (q_heads + k_heads) * rotary_dim * size_of::<T>()
                 > rope_kernels::__bench::PREFETCH_MIN_BYTES
