@@ -9,8 +9,9 @@
 # Miri interprets on one thread, and CI has two cores: the runs go in two lanes at once
 # (baseline, then the C ABI's; AVX2, then AVX-512), each run in its own target dir (cargo
 # locks a target dir for the whole command) and with its own log, all printed at the end
-# (also when a run fails or the stage stops early). In a row the four took 773 + 127 + 362 + 311 s in a CI run
-# here (1573 s); in the two lanes, a day later, 704 + 156 s and 381 + 352 s (860 s).
+# (also when a run fails or the stage stops early). In a row the four took 773 + 127 + 362
+# + 311 s in a CI run here (1573 s); in the two lanes, a day later, 704 + 156 s and 381 +
+# 352 s (860 s).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -25,19 +26,25 @@ miri_target="${CARGO_TARGET_DIR:-target}/miri-runs"
 logs=$(mktemp -d)
 trap 'cat "$logs"/* 2> /dev/null; rm -rf "$logs"' EXIT
 
-# `suite NAME RUSTFLAGS TIERS`: the suite with the given flags, testing TIERS (against the
-# scalar oracle, which every case runs); fails unless each of TIERS ran. Its output goes to
-# $logs/NAME.
-suite() {
-    local name=$1 flags=$2 expect=$3
-    local start=$SECONDS log=$logs/$name
+# `logged NAME COMMAND...`: runs COMMAND with its output in $logs/NAME, after a header
+# line and before its time; fails if COMMAND fails.
+logged() {
+    local name=$1 start=$SECONDS log=$logs/$1
+    shift
     echo "=== miri: ${name}: started (log printed at the end)"
-    {
-        echo "=== miri: ${name} (RUSTFLAGS='${flags}')"
-        ROPE_TIERS="${expect// /,}" MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-env-forward=ROPE_TIERS" RUSTFLAGS="${flags}" \
-            CARGO_TARGET_DIR="$miri_target/$name" \
-            cargo +nightly miri test -p rope-kernels --lib --test tiers -- --nocapture --test-threads 1 2>&1
-    } > "$log" || { echo "miri ${name}: failed" >> "$log"; return 1; }
+    { echo "=== miri: ${name} (RUSTFLAGS='${RUSTFLAGS-}')" && "$@" 2>&1; } > "$log" ||
+        { echo "miri ${name}: failed" >> "$log"; return 1; }
+    echo "=== miri: ${name}: $((SECONDS - start)) s" >> "$log"
+}
+
+# `suite NAME RUSTFLAGS TIERS`: the suite with the given flags, testing TIERS (against the
+# scalar oracle, which every case runs); fails unless each of TIERS ran.
+suite() {
+    local name=$1 flags=$2 expect=$3 log=$logs/$1
+    ROPE_TIERS="${expect// /,}" MIRIFLAGS="${MIRIFLAGS:-} -Zmiri-env-forward=ROPE_TIERS" RUSTFLAGS="${flags}" \
+        CARGO_TARGET_DIR="$miri_target/$name" \
+        logged "$name" cargo +nightly miri test -p rope-kernels --lib --test tiers -- --nocapture --test-threads 1 ||
+        return 1
     for tier in $expect; do
         if ! grep -q "^${tier}: .* cases bit-identical to scalar" "$log"; then
             echo "miri ${name}: the ${tier} tier did not run" >> "$log"
@@ -49,7 +56,7 @@ suite() {
             return 1
         fi
     done
-    echo "=== miri: ${name}: tiers run: ${expect}; $((SECONDS - start)) s" >> "$log"
+    echo "=== miri: ${name}: tiers run: ${expect}" >> "$log"
 }
 
 # The C ABI's unit tests (capi/src/tests.rs, capi/src/encodings/tests.rs): every exported
@@ -57,15 +64,7 @@ suite() {
 # (Stacked Borrows, alignment, bounds, hostile input). Fewer random cases under cfg(miri)
 # (`tests::cases`); baseline flags only, the boundary code is the same for every tier.
 # About 130 s.
-capi() {
-    local start=$SECONDS log=$logs/capi
-    echo "=== miri: capi: started (log printed at the end)"
-    {
-        echo "=== miri: capi (RUSTFLAGS='')"
-        RUSTFLAGS="" CARGO_TARGET_DIR="$miri_target/capi" cargo +nightly miri test -p rope-kernels-capi --lib 2>&1
-    } > "$log" || { echo "miri capi: failed" >> "$log"; return 1; }
-    echo "=== miri: capi: $((SECONDS - start)) s" >> "$log"
-}
+capi() { RUSTFLAGS="" CARGO_TARGET_DIR="$miri_target/capi" logged capi cargo +nightly miri test -p rope-kernels-capi --lib; }
 
 # The two lanes. A run that fails ends its lane; the stage fails once both lanes ended.
 lane_baseline() { suite baseline "" "scalar portable" && capi; }
