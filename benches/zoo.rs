@@ -35,7 +35,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::measurement::WallTime;
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use rope_kernels::__bench::{self, RooflineRows};
 use rope_kernels::dispatch::available_tiers;
 use rope_kernels::hf_config::ModelConfig;
@@ -258,85 +258,124 @@ fn bench_row<T: Element>(g: &mut BenchmarkGroup<'_, WallTime>, m: &Model, shape:
         if var.fly { Apply::start(shape.start) } else { Apply::start(shape.start).with_table(cache.table()) };
     // Every (token, head) row is head_dim apart in both dense layouts.
     let rows = |n: usize, len, prefetch| RooflineRows { rows: n / hd, stride: hd, row_len: len, prefetch };
-    for tier in tiers() {
-        let rope = base.clone().with_tier(tier).unwrap();
-        if var.out_of_place {
-            g.bench_function(format!("{tier}/rope"), |b| {
-                b.iter(|| {
-                    let (qs, ks) = (q.get_ref(), k.get_ref());
-                    let (qd, kd) =
-                        (&mut qo.v[qo.start..qo.start + qo.len], &mut ko.v[ko.start..ko.start + ko.len]);
-                    rope.apply_qk_into(
-                        Heads::new(qs, qv),
-                        HeadsMut::new(qd, qv),
-                        Some((Heads::new(ks, kv), HeadsMut::new(kd, kv))),
-                        black_box(&opts),
-                    )
-                    .unwrap();
-                })
-            });
-            for (kind, nt, pf) in [
-                ("roof", false, false),
-                ("roof_nt", true, false),
-                ("roof_pf", false, true),
-                ("roof_nt_pf", true, true),
-            ] {
-                g.bench_function(format!("{tier}/{kind}"), |b| {
-                    b.iter(|| {
-                        __bench::roofline_copy(tier, q.get_ref(), qo.get(), rows(qn, hd, pf), black_box(nt))
-                            .unwrap();
-                        __bench::roofline_copy(tier, k.get_ref(), ko.get(), rows(kn, hd, pf), black_box(nt))
-                            .unwrap();
-                    })
-                });
-            }
-        } else {
-            g.bench_function(format!("{tier}/rope"), |b| {
-                b.iter(|| {
-                    let kh = Some(HeadsMut::new(k.get(), kv));
-                    rope.apply_qk(HeadsMut::new(q.get(), qv), kh, black_box(&opts)).unwrap();
-                })
-            });
-            for (kind, pf) in [("roof", false), ("roof_pf", true)] {
-                g.bench_function(format!("{tier}/{kind}"), |b| {
-                    b.iter(|| {
-                        __bench::roofline_in_place(tier, q.get(), rows(qn, rd, pf), black_box(0)).unwrap();
-                        __bench::roofline_in_place(tier, k.get(), rows(kn, rd, pf), black_box(0)).unwrap();
-                    })
-                });
-            }
-            // The same pass in the rotation's own order too: token by token, q's heads then
-            // k's, one call per token and tensor. On partial-rotary long rows that order ran
-            // up to 1.6x faster than all of q then all of k (Phi-2, AVX-512: 1.40 against
-            // 2.24 ms), and the rotation had beaten the q-then-k roofline by up to 1.42x.
-            if shape.tokens > 1 && !var.bhsd {
-                g.bench_function(format!("{tier}/roof_tok_pf"), |b| {
-                    let (qt, kt) = (qn / shape.tokens, kn / shape.tokens);
-                    b.iter(|| {
-                        for (qr, kr) in q.get().chunks_exact_mut(qt).zip(k.get().chunks_exact_mut(kt)) {
-                            __bench::roofline_in_place(tier, qr, rows(qt, rd, true), black_box(0)).unwrap();
-                            __bench::roofline_in_place(tier, kr, rows(kt, rd, true), black_box(0)).unwrap();
-                        }
-                    })
-                });
+    let ropes: Vec<(Tier, Rope)> =
+        tiers().into_iter().map(|t| (t, base.clone().with_tier(t).unwrap())).collect();
+    let kinds = kinds(shape, var);
+    let mut run = |rope: &Rope, tier: Tier, kind: Kind| match kind {
+        Kind::Rope if var.out_of_place => {
+            let (qs, ks) = (q.get_ref(), k.get_ref());
+            let (qd, kd) = (&mut qo.v[qo.start..qo.start + qo.len], &mut ko.v[ko.start..ko.start + ko.len]);
+            rope.apply_qk_into(
+                Heads::new(qs, qv),
+                HeadsMut::new(qd, qv),
+                Some((Heads::new(ks, kv), HeadsMut::new(kd, kv))),
+                black_box(&opts),
+            )
+            .unwrap();
+        }
+        Kind::Rope => {
+            let kh = Some(HeadsMut::new(k.get(), kv));
+            rope.apply_qk(HeadsMut::new(q.get(), qv), kh, black_box(&opts)).unwrap();
+        }
+        Kind::Roof { streaming, prefetch } if var.out_of_place => {
+            __bench::roofline_copy(tier, q.get_ref(), qo.get(), rows(qn, hd, prefetch), black_box(streaming))
+                .unwrap();
+            __bench::roofline_copy(tier, k.get_ref(), ko.get(), rows(kn, hd, prefetch), black_box(streaming))
+                .unwrap();
+        }
+        Kind::Roof { prefetch, .. } => {
+            __bench::roofline_in_place(tier, q.get(), rows(qn, rd, prefetch), black_box(0)).unwrap();
+            __bench::roofline_in_place(tier, k.get(), rows(kn, rd, prefetch), black_box(0)).unwrap();
+        }
+        Kind::RoofTokens => {
+            let (qt, kt) = (qn / shape.tokens, kn / shape.tokens);
+            for (qr, kr) in q.get().chunks_exact_mut(qt).zip(k.get().chunks_exact_mut(kt)) {
+                __bench::roofline_in_place(tier, qr, rows(qt, rd, true), black_box(0)).unwrap();
+                __bench::roofline_in_place(tier, kr, rows(kt, rd, true), black_box(0)).unwrap();
             }
         }
-        if var.dtype != Dtype::F32 && !var.out_of_place {
-            g.bench_function(format!("{tier}/conv"), |b| {
-                b.iter(|| {
-                    for buf in [q.get(), k.get()] {
-                        if rd == hd {
-                            __bench::scale(tier, buf, black_box(1.0)).unwrap();
-                        } else {
-                            for row in buf.chunks_exact_mut(hd) {
-                                __bench::scale(tier, &mut row[..rd], black_box(1.0)).unwrap();
-                            }
-                        }
+        Kind::Conv => {
+            for buf in [q.get(), k.get()] {
+                if rd == hd {
+                    __bench::scale(tier, buf, black_box(1.0)).unwrap();
+                } else {
+                    for row in buf.chunks_exact_mut(hd) {
+                        __bench::scale(tier, &mut row[..rd], black_box(1.0)).unwrap();
                     }
-                })
-            });
+                }
+            }
+        }
+    };
+    // Round by round, every kind of every tier in turn: the machine's speed drifts by more
+    // than the 1.05x the table allows between rope and roofline (the DRAM-bound long rows
+    // moved 0.78-1.24x from run to run when each kind was measured in one stretch), so each
+    // kind's samples are spread over the same stretch of time as the others'.
+    for round in 0..rounds(shape) {
+        for (tier, rope) in &ropes {
+            for &kind in &kinds {
+                g.bench_function(format!("{tier}/{}@{round}", kind.name()), |b| {
+                    b.iter(|| run(rope, *tier, kind))
+                });
+            }
         }
     }
+}
+
+/// What a group times: the rotation, and the rooflines of its bytes.
+#[derive(Clone, Copy)]
+enum Kind {
+    Rope,
+    /// In place: every rotated byte read and written back; out of place: every byte copied
+    /// (ordinary or `streaming` stores); with or without the 4 KB software prefetch.
+    Roof {
+        streaming: bool,
+        prefetch: bool,
+    },
+    /// In place on several BSHD tokens, token by token in the rotation's own order (q's
+    /// heads, then k's heads of each token), prefetching. On partial-rotary long rows that
+    /// order ran up to 1.6x faster than all of q then all of k (Phi-2, AVX-512: 1.40 against
+    /// 2.24 ms), and the rotation had beaten the q-then-k roofline by up to 1.42x.
+    RoofTokens,
+    /// f16/bf16 in place: the widen, multiply, round pass of the rotated part.
+    Conv,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Rope => "rope",
+            Kind::Roof { streaming: false, prefetch: false } => "roof",
+            Kind::Roof { streaming: true, prefetch: false } => "roof_nt",
+            Kind::Roof { streaming: false, prefetch: true } => "roof_pf",
+            Kind::Roof { streaming: true, prefetch: true } => "roof_nt_pf",
+            Kind::RoofTokens => "roof_tok_pf",
+            Kind::Conv => "conv",
+        }
+    }
+}
+
+fn kinds(shape: &Shape, var: &Variant) -> Vec<Kind> {
+    let mut v = vec![Kind::Rope];
+    let streaming: &[bool] = if var.out_of_place { &[false, true] } else { &[false] };
+    for &prefetch in &[false, true] {
+        for &streaming in streaming {
+            v.push(Kind::Roof { streaming, prefetch });
+        }
+    }
+    if !var.out_of_place && shape.tokens > 1 && !var.bhsd {
+        v.push(Kind::RoofTokens);
+    }
+    if var.dtype != Dtype::F32 && !var.out_of_place {
+        v.push(Kind::Conv);
+    }
+    v
+}
+
+/// Measurement rounds per group: `ZOO_ROUNDS`, default 4 for prefill and long, 1 for decode
+/// (decode rows are cache-resident and each benchmark is long enough on its own).
+fn rounds(shape: &Shape) -> usize {
+    let default = if shape.tokens > 1 { 4 } else { 1 };
+    std::env::var("ZOO_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Whether `ZOO_FILTER` (comma-separated substrings; empty: all) selects the group `id`.
@@ -356,7 +395,10 @@ fn bench(c: &mut Criterion) {
                 }
                 let mut g = c.benchmark_group(id);
                 if shape.tokens > 1 {
-                    g.sample_size(10);
+                    // Flat: ten samples of equal length, so that a round fits in its share of
+                    // the measurement time even at milliseconds per iteration.
+                    g.sample_size(10).sampling_mode(SamplingMode::Flat);
+                    g.measurement_time(measurement_time() / rounds(shape) as u32);
                 }
                 match var.dtype {
                     Dtype::F32 => bench_row::<f32>(&mut g, &m, shape, &var),
@@ -369,13 +411,19 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// `ZOO_MEASURE_MS` (default 200 ms): the measurement time of one benchmark, shared by its
+/// rounds.
+fn measurement_time() -> Duration {
+    let ms = std::env::var("ZOO_MEASURE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    Duration::from_millis(ms)
+}
+
 /// Criterion's settings: short (the zoo has about a thousand benchmarks); `ZOO_MEASURE_MS`
 /// sets the measurement time per benchmark (default 200 ms).
 fn config() -> Criterion {
-    let ms = std::env::var("ZOO_MEASURE_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     Criterion::default()
         .warm_up_time(Duration::from_millis(50))
-        .measurement_time(Duration::from_millis(ms))
+        .measurement_time(measurement_time())
         .sample_size(20)
         .without_plots()
 }

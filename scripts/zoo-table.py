@@ -2,10 +2,11 @@
 """Prints the model-zoo table from the criterion results of `cargo bench --bench zoo`.
 
 Reads target/criterion/**/new/{benchmark,sample}.json (or the directory given), groups
-`<model>/<shape>/<variant>` with functions `<tier>/{rope,roof*,conv}` (see
-benches/zoo.rs). Time per iteration: criterion's fastest sample (each sample is many
-iterations; on a shared machine preemption inflates the others), `--median` for
-criterion's median.
+`<model>/<shape>/<variant>` with functions `<tier>/{rope,roof*,conv}@<round>` (see
+benches/zoo.rs; the rounds of a kind are measured in turn with the other kinds, and a
+function without `@` is one round). Time per iteration: criterion's fastest sample over
+the rounds (on a shared machine preemption inflates the others), `--median` for the
+median of the rounds' criterion medians.
 
 For each rope row: rope time, roofline time (the fastest `roof*`: ordinary or streaming
 stores, with or without software prefetch, in place also token by token), the ratio
@@ -24,6 +25,7 @@ Usage: python3 scripts/zoo-table.py [--median] [--strict] [CRITERION_DIR]
 import glob
 import json
 import os
+import statistics
 import sys
 import tempfile
 
@@ -31,8 +33,9 @@ ROOF_LIMIT = 1.05
 
 
 def load(root, median):
-    """{(group, tier, kind): ns per iteration}"""
-    out = {}
+    """{(group, tier, kind): ns per iteration}, over the rounds `<kind>@<round>` of a kind:
+    the fastest sample of any round, or (`median`) the median of the rounds' medians."""
+    rounds = {}
     for bench in glob.glob(os.path.join(root, "**", "new", "benchmark.json"), recursive=True):
         with open(bench) as f:
             b = json.load(f)
@@ -48,8 +51,9 @@ def load(root, median):
             with open(os.path.join(d, "sample.json")) as f:
                 s = json.load(f)
             ns = min(t / n for t, n in zip(s["times"], s["iters"]))
-        out[(b["group_id"], fparts[0], fparts[1])] = ns
-    return out
+        kind = fparts[1].split("@")[0]
+        rounds.setdefault((b["group_id"], fparts[0], kind), []).append(ns)
+    return {k: statistics.median(v) if median else min(v) for k, v in rounds.items()}
 
 
 def fmt(ns):
@@ -154,7 +158,8 @@ def self_test():
     for rope_ns, want in [(100.0, 0), (96.5, 0), (90.0, 1)]:
         with tempfile.TemporaryDirectory() as root:
             write_result(root, "m/prefill/f32-bshd-in-cached", "avx2/rope", rope_ns)
-            write_result(root, "m/prefill/f32-bshd-in-cached", "avx2/roof", 100.0)
+            write_result(root, "m/prefill/f32-bshd-in-cached", "avx2/roof@0", 100.0)
+            write_result(root, "m/prefill/f32-bshd-in-cached", "avx2/roof@1", 130.0)
             write_result(root, "m/prefill/f32-bshd-out-cached", "avx2/rope", 200.0)
             write_result(root, "m/prefill/f32-bshd-out-cached", "avx2/roof", 250.0)
             write_result(root, "m/prefill/f32-bshd-out-cached", "avx2/roof_nt", 150.0)

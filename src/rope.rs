@@ -1022,11 +1022,17 @@ impl<T> Copy for Tensor<T> {}
 
 impl<T> Tensor<T> {
     /// Whether the heads of a token lie farther apart than a head's tokens in the input or
-    /// the output (`[heads][tokens][head_dim]`): [`rotate_head_major`] walks it by head.
+    /// the output (`[heads][tokens][head_dim]`).
     #[inline(always)]
     fn head_major(&self) -> bool {
         self.heads > 1
             && (self.src_head_stride > self.src_token_stride || self.dst_head_stride > self.dst_token_stride)
+    }
+
+    /// Whether [`rotate_head_major`] walks this tensor head by head: head-major, and
+    /// `HalfSplit` or out of place (`Interleaved` in place measured slower head by head).
+    fn walks_head_major(&self, layout: Layout) -> bool {
+        self.head_major() && (layout == Layout::HalfSplit || !core::ptr::eq(self.src, self.dst.cast_const()))
     }
 
     #[inline(always)]
@@ -1183,10 +1189,7 @@ unsafe fn rotate_tokens<T: Element>(
     };
     match (p.cos_sin, p.positions) {
         (CosSin::Table(table), Positions::Start(start))
-            if p.layout == Layout::HalfSplit
-                && 2 * pairs < p.head_dim
-                && range.len() > 1
-                && tensors.iter().flatten().any(Tensor::head_major) =>
+            if range.len() > 1 && tensors.iter().flatten().any(|x| x.walks_head_major(p.layout)) =>
         {
             // SAFETY: forwarded (the same contract).
             unsafe { rotate_head_major(p, table, start, tensors, range, large) }
@@ -1219,75 +1222,91 @@ fn for_each_row(
     }
 }
 
-/// Tokens per block of [`rotate_head_major`]: their table rows (64 rows of 16 pairs: 8 KB)
-/// stay in L1 while every head runs over them (16 tokens measured about as fast).
-const HEAD_MAJOR_TOKENS: usize = 64;
-
-/// [`rotate_tokens`] with a table and consecutive positions, for partial `HalfSplit`
-/// calls (`rotary_dim < head_dim`) with a tensor whose heads lie farther apart than its
-/// tokens (`[heads][tokens][head_dim]`, BHSD): in blocks of [`HEAD_MAJOR_TOKENS`] tokens,
-/// each such tensor is rotated head by head, one kernel call
-/// ([`RotateRowsFn`](crate::kernels::RotateRowsFn)) over the block's tokens with their
-/// rows, so that memory is walked in order rather than as one stream per head of short,
-/// strided rows. Measured on the development machine (issue 18; AMD EPYC, AVX2 and
-/// AVX-512), prefill f32 BHSD in place: Phi-2 (rotary_dim 32 of 80) 225 -> 111 µs (AVX2),
-/// 195 -> 100 µs (AVX-512); with the whole head rotated (Llama 2, Llama 3.1) it was
-/// 2-14% slower (every head rereads the block's rows), so those stay token by token.
-/// Other tensors of the call go token by token within the block. Each (token, head) row gets
-/// the operations of the token-major loop, so the bits are the same.
+/// [`rotate_tokens`] with a table and consecutive positions, for calls with a tensor whose
+/// heads lie farther apart than its tokens (`[heads][tokens][head_dim]`, BHSD; see
+/// [`Tensor::walks_head_major`] for which): each such tensor is rotated head by head, one
+/// kernel call ([`RotateRowsFn`](crate::kernels::RotateRowsFn)) per head over all of
+/// `range` with each token's row, so that memory is walked as one stream (the head's rows,
+/// beside the table's) instead of one stream per head, 2 MB apart at 4096 tokens. The other
+/// tensors of the call go token by token. Each (token, head) row gets the operations of
+/// the token-major loop, so the bits are the same.
+///
+/// Measured on the development machine (issue 18; AMD EPYC, single core, medians of two
+/// alternated runs of `benches/zoo.rs`), token by token against head by head:
+/// - Llama 3.1 long (4096 tokens) in place: AVX2 10.3 -> 5.2 ms, AVX-512 7.2 -> 4.9 ms; out
+///   of place 12.7 -> 7.0 and 9.6 -> 6.4 ms; prefill (512 tokens) unchanged within noise;
+/// - GPT-J (`Interleaved`, rotary_dim 64 of 256) out of place: long 17.0 -> 8.5 ms, prefill
+///   1.7 -> 0.71 ms (AVX2); in place it was slower (long AVX-512 4.7 -> 9.9 ms: its rows
+///   are expanded once per row instead of once per token), so it stays token by token;
+/// - blocks of tokens (tables of 8 KB to 512 KB per block) instead of whole heads were
+///   slower at long (Llama 3.1: 5.2-6.4 against 4.7-5.1 ms): every block restarts each
+///   head's stream.
 ///
 /// # Safety
 /// The contract of [`rotate_tokens`]; the positions are `start + t`.
 #[inline(never)]
-unsafe fn rotate_head_major<'t, T: Element>(
+unsafe fn rotate_head_major<T: Element>(
     p: &TokenParams<'_>,
-    table: CosSinTable<'t>,
+    table: CosSinTable<'_>,
     start: u32,
     tensors: &Tensors<T>,
     range: Range<usize>,
     large: bool,
 ) {
     let (rotate, rotate_rows) = (T::rotate_fn(p.kernels), T::rotate_rows_fn(p.kernels));
-    let mut t0 = range.start;
-    while t0 < range.end {
-        let n = (range.end - t0).min(HEAD_MAJOR_TOKENS);
-        // Validated: every position of the call (start + t, no overflow) has a table row.
-        let (cos_rows, sin_rows) = table.rows_in_range(start + t0 as u32, n);
-        for x in tensors.iter().flatten().filter(|x| x.heads != 0) {
-            let head_major = x.head_major();
-            let args = |t: usize, h: usize, cos: &'t [f32], sin: &'t [f32]| RotateArgs {
-                // SAFETY: t < tokens and h < heads of a view validated against its buffer
-                // (contract of `rotate_tokens`): the row lies inside the buffer.
-                src: unsafe { x.src.add(t * x.src_token_stride + h * x.src_head_stride) },
-                // SAFETY: as above, for the output view.
-                dst: unsafe { x.dst.add(t * x.dst_token_stride + h * x.dst_head_stride) },
-                heads: if head_major { n } else { x.heads },
-                src_head_stride: if head_major { x.src_token_stride } else { x.src_head_stride },
-                dst_head_stride: if head_major { x.dst_token_stride } else { x.dst_head_stride },
-                head_dim: p.head_dim,
-                cos,
-                sin,
-                layout: p.layout,
-                inverse: p.inverse,
-                prefetch: large && !head_major && x.src_head_stride < x.src_token_stride,
-            };
-            let (c0, s0) = (&cos_rows[..p.pairs], &sin_rows[..p.pairs]);
-            if head_major {
-                for h in 0..x.heads {
-                    // SAFETY: head h at tokens t0 .. t0 + n of a validated view, each with its
-                    // row; the rows of different tokens of one head do not overlap (views
-                    // are validated), so they are `n` disjoint heads; as in `rotate_tokens`.
-                    unsafe { rotate_rows(&args(t0, h, c0, s0), cos_rows, sin_rows) };
-                }
-            } else {
-                for i in 0..n {
-                    let r = i * p.pairs..(i + 1) * p.pairs;
-                    // SAFETY: every head of a validated token; as in `rotate_tokens`.
-                    unsafe { rotate(&args(t0 + i, 0, &cos_rows[r.clone()], &sin_rows[r])) };
-                }
+    // Validated: every position of the call (start + t, no overflow) has a table row.
+    let (cos_rows, sin_rows) = table.rows_in_range(start + range.start as u32, range.len());
+    let (c0, s0) = (&cos_rows[..p.pairs], &sin_rows[..p.pairs]);
+    for x in tensors.iter().flatten().filter(|x| x.heads != 0) {
+        if x.walks_head_major(p.layout) {
+            for h in 0..x.heads {
+                let o = range.start * x.src_token_stride + h * x.src_head_stride;
+                let od = range.start * x.dst_token_stride + h * x.dst_head_stride;
+                let args = RotateArgs {
+                    // SAFETY: the tokens of `range` and head h of a view validated against its
+                    // buffer (contract of `rotate_tokens`): the row lies inside the buffer.
+                    src: unsafe { x.src.add(o) },
+                    // SAFETY: as above, for the output view.
+                    dst: unsafe { x.dst.add(od) },
+                    heads: range.len(),
+                    src_head_stride: x.src_token_stride,
+                    dst_head_stride: x.dst_token_stride,
+                    head_dim: p.head_dim,
+                    cos: c0,
+                    sin: s0,
+                    layout: p.layout,
+                    inverse: p.inverse,
+                    prefetch: false,
+                };
+                // Head h at the tokens of `range`, each with its row; the rows of different
+                // tokens of one head do not overlap (views are validated), so they are
+                // `range.len()` disjoint "heads"; otherwise as in `rotate_tokens`.
+                // SAFETY: as just said.
+                unsafe { rotate_rows(&args, cos_rows, sin_rows) };
+            }
+        } else {
+            for (i, t) in range.clone().enumerate() {
+                let r = i * p.pairs..(i + 1) * p.pairs;
+                let args = RotateArgs {
+                    // SAFETY: token t of a view validated against its buffer (contract of
+                    // `rotate_tokens`).
+                    src: unsafe { x.src.add(t * x.src_token_stride) },
+                    // SAFETY: as above, for the output view.
+                    dst: unsafe { x.dst.add(t * x.dst_token_stride) },
+                    heads: x.heads,
+                    src_head_stride: x.src_head_stride,
+                    dst_head_stride: x.dst_head_stride,
+                    head_dim: p.head_dim,
+                    cos: &cos_rows[r.clone()],
+                    sin: &sin_rows[r],
+                    layout: p.layout,
+                    inverse: p.inverse,
+                    prefetch: large && x.src_head_stride < x.src_token_stride,
+                };
+                // SAFETY: every head of a validated token; as in `rotate_tokens`.
+                unsafe { rotate(&args) };
             }
         }
-        t0 += n;
     }
 }
 

@@ -1522,17 +1522,22 @@ fn every_rotary_dim_matches_oracle_bf16() {
     every_rotary_dim::<bf16>(18_03);
 }
 
-/// The head-major walk of BHSD tensors (issue 18: partial `HalfSplit` calls with a table and
-/// consecutive positions) gives the bits of the token-major walk (the same positions as
-/// `position_ids`), on every tier, for every dtype: more tokens than a block, q BHSD and k
-/// BSHD in one call, in place and out of place (BHSD into BSHD), canaries intact.
+/// The head-major walk of BHSD tensors (issue 18: calls with a table and consecutive
+/// positions; `HalfSplit`, and `Interleaved` out of place) gives the bits of the token-major
+/// walk (the same positions as `position_ids`), on every tier, for every dtype: whole and
+/// partial rotary, both layouts, q BHSD and k BSHD in one call, in place and out of place
+/// (BHSD into BSHD), canaries intact.
 fn head_major_bhsd<T: Bits>(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let (tokens, q_heads, k_heads) = if cfg!(miri) { (3, 2, 1) } else { (70, 3, 2) };
-    let shapes: &[(usize, usize)] =
-        if cfg!(miri) { &[(20, 8), (40, 34)] } else { &[(20, 8), (80, 20), (96, 24), (40, 34)] };
-    for &(head_dim, rotary_dim) in shapes {
-        let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim);
+    let shapes: &[(usize, usize)] = if cfg!(miri) {
+        &[(20, 8), (40, 34), (32, 32)]
+    } else {
+        &[(20, 8), (80, 20), (96, 24), (40, 34), (32, 32), (40, 40), (128, 128)]
+    };
+    let cases = shapes.iter().flat_map(|&s| [Layout::HalfSplit, Layout::Interleaved].map(|l| (s, l)));
+    for ((head_dim, rotary_dim), layout) in cases {
+        let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout);
         let (qv, kv) = (View::bhsd(tokens, q_heads, head_dim), View::bshd(tokens, k_heads, head_dim));
         let (qn, kn) = (tokens * q_heads * head_dim, tokens * k_heads * head_dim);
         let (q0, k0) = (padded::<T>(&mut rng, qn), padded::<T>(&mut rng, kn));
@@ -1540,7 +1545,7 @@ fn head_major_bhsd<T: Bits>(seed: u64) {
         for tier in tiers() {
             let rope = Rope::new(config.clone()).unwrap().with_tier(tier).unwrap();
             let cache = rope.build_cache(tokens + 3).unwrap();
-            let what = format!("{tier} {} head_dim {head_dim} rotary_dim {rotary_dim}", T::NAME);
+            let what = format!("{tier} {} head_dim {head_dim} rotary_dim {rotary_dim} {layout:?}", T::NAME);
             let in_place = |opts: &Apply<'_>| {
                 let (mut q, mut k) = (q0.clone(), k0.clone());
                 let kh = Some(HeadsMut::new(&mut k[PAD..PAD + kn], kv));
