@@ -25,9 +25,14 @@
 //! software prefetch, as the rotations do in large calls; the table takes the fastest
 //! `roof*` of a row as its roofline) and for f16/bf16
 //! `<tier>/conv` (the in-place widen, multiply, round pass of the rotated part,
-//! `__bench::scale`). `scripts/zoo.sh` runs it and prints the table (`scripts/zoo-table.py`).
+//! `__bench::scale`); in place on BSHD prefill and long also `<tier>/roof_tok_pf` (the
+//! in-place pass token by token, in the rotation's order). Each is measured in rounds
+//! (`ZOO_ROUNDS`: 4 for prefill and long, 1 for decode), named `<tier>/<kind>@<round>`, every
+//! kind of the group in turn within a round, so that the machine's drift reaches rope and
+//! rooflines alike; the table takes each kind's fastest sample over its rounds.
+//! `scripts/zoo.sh` runs it and prints the table (`scripts/zoo-table.py`).
 //!
-//! Run: `scripts/zoo.sh` (a few minutes), or `ZOO_FILTER=phi-2/decode,/long/f32-bshd-in
+//! Run: `scripts/zoo.sh` (about 40 minutes), or `ZOO_FILTER=phi-2/decode,/long/f32-bshd-in
 //! cargo bench --bench zoo` for a subset (comma-separated substrings of the group names,
 //! checked before any buffer is built; criterion's own filter argument also works).
 

@@ -4,7 +4,7 @@
 # upper bound). Environment: ZOO_FILTER (comma-separated substrings of the group names),
 # ZOO_TIERS (comma-separated tier names; default the SIMD tiers of this CPU), ZOO_MEASURE_MS
 # (criterion's measurement time per benchmark, default 200). Extra arguments go to the table
-# printer (--median, --strict). A full run takes a few minutes.
+# printer (--median, --strict). A full run takes about 40 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=target/zoo-criterion
