@@ -1029,6 +1029,38 @@ impl<T> Tensor<T> {
             && (self.src_head_stride > self.src_token_stride || self.dst_head_stride > self.dst_token_stride)
     }
 
+    /// The kernel arguments for every head of token `t` with one cos/sin row; prefetching
+    /// in `large` calls where the heads of a token lie closer together than its tokens.
+    ///
+    /// # Safety
+    /// `t` is below the token count of the views this tensor was validated from.
+    #[inline(always)]
+    unsafe fn token_args<'r>(
+        &self,
+        t: usize,
+        p: &TokenParams<'_>,
+        cos: &'r [f32],
+        sin: &'r [f32],
+        large: bool,
+    ) -> RotateArgs<'r, T> {
+        RotateArgs {
+            // SAFETY: t < tokens of a validated view (caller), so the token's first head lies
+            // inside the buffer.
+            src: unsafe { self.src.add(t * self.src_token_stride) },
+            // SAFETY: as above, for the output view.
+            dst: unsafe { self.dst.add(t * self.dst_token_stride) },
+            heads: self.heads,
+            src_head_stride: self.src_head_stride,
+            dst_head_stride: self.dst_head_stride,
+            head_dim: p.head_dim,
+            cos,
+            sin,
+            layout: p.layout,
+            inverse: p.inverse,
+            prefetch: large && self.src_head_stride < self.src_token_stride,
+        }
+    }
+
     /// Whether [`rotate_head_major`] walks this tensor head by head: head-major, and
     /// `HalfSplit` or out of place (`Interleaved` in place measured slower head by head).
     fn walks_head_major(&self, layout: Layout) -> bool {
@@ -1163,22 +1195,8 @@ unsafe fn rotate_tokens<T: Element>(
             if x.heads == 0 {
                 continue;
             }
-            let args = RotateArgs {
-                // SAFETY: t < tokens of a view validated against its buffer (contract above),
-                // so the token's first head lies inside the buffer.
-                src: unsafe { x.src.add(t * x.src_token_stride) },
-                // SAFETY: as above, for the output view.
-                dst: unsafe { x.dst.add(t * x.dst_token_stride) },
-                heads: x.heads,
-                src_head_stride: x.src_head_stride,
-                dst_head_stride: x.dst_head_stride,
-                head_dim: p.head_dim,
-                cos,
-                sin,
-                layout: p.layout,
-                inverse: p.inverse,
-                prefetch: large && x.src_head_stride < x.src_token_stride,
-            };
+            // SAFETY: t < tokens of a view validated against its buffer (contract above).
+            let args = unsafe { x.token_args(t, p, cos, sin, large) };
             // Validated views keep every head of token t in bounds and its rows apart from
             // other tokens'; in place src == dst, out of place `&[T]` and `&mut [T]` do not
             // overlap; nobody else touches these rows now.
@@ -1287,22 +1305,9 @@ unsafe fn rotate_head_major<T: Element>(
         } else {
             for (i, t) in range.clone().enumerate() {
                 let r = i * p.pairs..(i + 1) * p.pairs;
-                let args = RotateArgs {
-                    // SAFETY: token t of a view validated against its buffer (contract of
-                    // `rotate_tokens`).
-                    src: unsafe { x.src.add(t * x.src_token_stride) },
-                    // SAFETY: as above, for the output view.
-                    dst: unsafe { x.dst.add(t * x.dst_token_stride) },
-                    heads: x.heads,
-                    src_head_stride: x.src_head_stride,
-                    dst_head_stride: x.dst_head_stride,
-                    head_dim: p.head_dim,
-                    cos: &cos_rows[r.clone()],
-                    sin: &sin_rows[r],
-                    layout: p.layout,
-                    inverse: p.inverse,
-                    prefetch: large && x.src_head_stride < x.src_token_stride,
-                };
+                // SAFETY: token t of a view validated against its buffer (contract of
+                // `rotate_tokens`).
+                let args = unsafe { x.token_args(t, p, &cos_rows[r.clone()], &sin_rows[r], large) };
                 // SAFETY: every head of a validated token; as in `rotate_tokens`.
                 unsafe { rotate(&args) };
             }
