@@ -404,6 +404,79 @@ fn all_bf16_patterns_match_oracle() {
     all_patterns::<bf16>();
 }
 
+/// Heads whose pairs fill whole vectors, one to nine of them on 4, 8 and 16 lanes (the
+/// kernels unroll one to eight with the cos/sin row loaded once per call, `Interleaved` one
+/// to eight steps of two vectors; more take the loops), both layouts, whole and partial
+/// rotary, in place and out of place, both directions, every tier against the oracle with
+/// canaries around every buffer.
+fn whole_vector_heads<T: Bits>(seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let counts: &[usize] = if cfg!(miri) { &[1, 2, 8, 9] } else { &[1, 2, 3, 4, 5, 6, 7, 8, 9] };
+    let mut all_pairs: Vec<usize> =
+        [4, 8, 16].iter().flat_map(|l| counts.iter().map(move |n| l * n)).collect();
+    all_pairs.sort_unstable();
+    all_pairs.dedup();
+    let (tokens, heads) = if cfg!(miri) { (1, 2) } else { (2, 3) };
+    let shapes = all_pairs.iter().flat_map(|&p| [(p, 0), (p, 3)]);
+    for ((pairs, extra), layout) in shapes.flat_map(|s| [(s, Layout::HalfSplit), (s, Layout::Interleaved)]) {
+        let head_dim = 2 * pairs + extra;
+        let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(2 * pairs).with_layout(layout);
+        let oracle = Rope::new(config.clone()).unwrap().with_tier(Tier::Scalar).unwrap();
+        let cache = oracle.build_cache(8).unwrap();
+        let view = View::bshd(tokens, heads, head_dim);
+        let n = tokens * heads * head_dim;
+        let x0 = padded::<T>(&mut rng, n);
+        let out0 = padded::<T>(&mut rng, n);
+        for inverse in [false, true] {
+            let mut opts = Apply::start(5).with_table(cache.table());
+            if inverse {
+                opts = opts.inverse();
+            }
+            let run = |r: &Rope| {
+                let (mut x, mut out) = (x0.clone(), out0.clone());
+                r.apply(HeadsMut::new(&mut x[PAD..PAD + n], view), &opts).unwrap();
+                r.apply_into(
+                    Heads::new(&x0[PAD..PAD + n], view),
+                    HeadsMut::new(&mut out[PAD..PAD + n], view),
+                    &opts,
+                )
+                .unwrap();
+                (x, out)
+            };
+            let (ex, eo) = run(&oracle);
+            for tier in tiers() {
+                let rope = Rope::new(config.clone()).unwrap().with_tier(tier).unwrap();
+                let what = format!(
+                    "{tier} {} {layout:?} pairs {pairs} head_dim {head_dim} inverse {inverse}",
+                    T::NAME
+                );
+                let (gx, go) = run(&rope);
+                check_untouched(&x0, &gx, &view, head_dim, &what);
+                check_untouched(&out0, &go, &view, head_dim, &what);
+                assert_eq!(bits(&ex), bits(&gx), "in place: {what}");
+                assert_eq!(bits(&eo), bits(&go), "out of place: {what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn whole_vector_heads_match_oracle_f32() {
+    whole_vector_heads::<f32>(0x5EC7_0001);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "f32 covers the kernel's bounds under Miri")]
+fn whole_vector_heads_match_oracle_f16() {
+    whole_vector_heads::<f16>(0x5EC7_0002);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "f32 covers the kernel's bounds under Miri")]
+fn whole_vector_heads_match_oracle_bf16() {
+    whole_vector_heads::<bf16>(0x5EC7_0003);
+}
+
 /// Calls large enough for the kernels' prefetch path (more rotated input bytes than
 /// `__bench::PREFETCH_MIN_BYTES`, 512 KiB;
 /// `[t][h][d]` prefetches, `[h][t][d]` does not), GQA k, both layouts, whole and (`[t][h][d]`
@@ -1655,10 +1728,18 @@ fn convert_value<I: Bits>(rng: &mut StdRng, values: Values) -> I {
     }
 }
 
-/// One random convert call on `tier` against the scalar oracle.
-fn convert_case<I: Bits, O: OutBits>(rng: &mut StdRng, tier: Tier, big: bool) {
+/// One random convert call on `tier` against the scalar oracle; `half_split` forces a
+/// `HalfSplit` call of that (head_dim, rotary_dim).
+fn convert_case<I: Bits, O: OutBits>(
+    rng: &mut StdRng,
+    tier: Tier,
+    big: bool,
+    half_split: Option<[usize; 2]>,
+) {
     let unit = O::ELEMENTS_PER_UNIT;
-    let head_dim = if unit > 1 {
+    let head_dim = if let Some([head_dim, _]) = half_split {
+        head_dim
+    } else if unit > 1 {
         // Heads over 512 values take the q8_0 kernel's per-block path (the others its
         // rotate-then-quantize path).
         unit * if big && rng.random_range(0..6) == 0 {
@@ -1673,9 +1754,10 @@ fn convert_case<I: Bits, O: OutBits>(rng: &mut StdRng, tier: Tier, big: bool) {
     } else {
         rng.random_range(1..=24)
     };
-    let rotary_dim = match rng.random_range(0..4) {
-        0 => 0,
-        1 => head_dim - head_dim % 2,
+    let rotary_dim = match (half_split, rng.random_range(0..4)) {
+        (Some([_, rotary_dim]), _) => rotary_dim,
+        (None, 0) => 0,
+        (None, 1) => head_dim - head_dim % 2,
         _ => 2 * rng.random_range(0..=head_dim / 2),
     }
     .min(rope_kernels::MAX_ROTARY_DIM);
@@ -1710,7 +1792,11 @@ fn convert_case<I: Bits, O: OutBits>(rng: &mut StdRng, tier: Tier, big: bool) {
     };
     let cos: Vec<f32> = (0..pairs).map(|_| angle(rng)).collect();
     let sin: Vec<f32> = (0..pairs).map(|_| angle(rng)).collect();
-    let layout = if rng.random_range(0..2) == 0 { Layout::HalfSplit } else { Layout::Interleaved };
+    let layout = if half_split.is_some() || rng.random_range(0..2) == 0 {
+        Layout::HalfSplit
+    } else {
+        Layout::Interleaved
+    };
     let inverse = rng.random_range(0..2) == 0;
     let len = PAD + tokens * dst_token_stride + PAD;
     let run = |t: Tier| {
@@ -1750,13 +1836,40 @@ fn convert_suite<I: Bits, O: OutBits>(seed: u64) {
     for tier in tiers() {
         let mut rng = StdRng::seed_from_u64(seed);
         for c in 0..CONVERT_CASES {
-            convert_case::<I, O>(&mut rng, tier, c % 4 != 0);
+            convert_case::<I, O>(&mut rng, tier, c % 4 != 0, None);
         }
         println!(
             "{tier}: {CONVERT_CASES} random convert {}->{} cases bit-identical to scalar",
             I::NAME,
             O::NAME
         );
+    }
+}
+
+/// The convert kernel on `HalfSplit` heads of one to nine whole vectors of pairs on 4, 8 and
+/// 16 lanes (the shapes `rotate` unrolls, see `whole_vector_heads`), whole and partial
+/// rotary, from f32 into f32, f16 and bf16 and from bf16 into f32, every tier against the
+/// oracle.
+#[test]
+fn convert_whole_vector_heads_match_oracle() {
+    let counts: &[usize] = if cfg!(miri) { &[1, 8, 9] } else { &[1, 2, 3, 4, 5, 6, 7, 8, 9] };
+    let mut all_pairs: Vec<usize> =
+        [4, 8, 16].iter().flat_map(|l| counts.iter().map(move |n| l * n)).collect();
+    all_pairs.sort_unstable();
+    all_pairs.dedup();
+    for tier in tiers() {
+        let mut rng = StdRng::seed_from_u64(0x17_5EC7);
+        for &pairs in &all_pairs {
+            for extra in [0, 5] {
+                let shape = Some([2 * pairs + extra, 2 * pairs]);
+                convert_case::<f32, f32>(&mut rng, tier, false, shape);
+                convert_case::<f32, bf16>(&mut rng, tier, false, shape);
+                if !cfg!(miri) {
+                    convert_case::<f32, f16>(&mut rng, tier, false, shape);
+                    convert_case::<bf16, f32>(&mut rng, tier, false, shape);
+                }
+            }
+        }
     }
 }
 

@@ -36,7 +36,7 @@ use core::mem::MaybeUninit;
 
 use half::{bf16, f16};
 
-use super::{expand_rows, Row, Simd, SimdElement, MAX_LANES};
+use super::{expand_rows, half_split_vectors, row_vectors, Row, Simd, SimdElement, MAX_LANES};
 use crate::element::Element;
 use crate::kernels::q8_0::{scale_of, BlockQ8_0, QK8_0};
 use crate::kernels::scalar::convert_value;
@@ -423,11 +423,14 @@ unsafe fn pair_step<S: Simd, I: SimdElement, O: SimdElement, const INVERSE: bool
     let pairs = r.pairs;
     // SAFETY: i + LANES <= pairs: both halves' chunks lie in the head, the rows' in the rows.
     unsafe {
-        let c = s.load(r.cos.as_ptr().add(i));
-        let sn = signed::<S, INVERSE>(s, s.load(r.sin.as_ptr().add(i)));
-        let (x0, x1) = (I::load(s, src.add(i)), I::load(s, src.add(pairs + i)));
-        let y = [s.sub(s.mul(x0, c), s.mul(x1, sn)), s.add(s.mul(x1, c), s.mul(x0, sn))];
-        O::store2(s, [dst.add(i), dst.add(pairs + i)], y);
+        let (c, sn) = row_vectors::<S, INVERSE>(s, r.cos.as_ptr().add(i), r.sin.as_ptr().add(i));
+        half_split_vectors::<S, I, O>(
+            s,
+            [src.add(i), src.add(pairs + i)],
+            [dst.add(i), dst.add(pairs + i)],
+            c,
+            sn,
+        );
     }
 }
 
