@@ -411,13 +411,17 @@ fn all_bf16_patterns_match_oracle() {
 /// canaries around every buffer.
 fn whole_vector_heads<T: Bits>(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let counts: &[usize] = if cfg!(miri) { &[1, 2, 8, 9] } else { &[1, 2, 3, 4, 5, 6, 7, 8, 9] };
+    // Under Miri (bounds, not bits): the smallest and the largest unrolled count, partial
+    // rotary (the rest is copied or kept) and one direction; the native run does the rest.
+    let counts: &[usize] = if cfg!(miri) { &[1, 8] } else { &[1, 2, 3, 4, 5, 6, 7, 8, 9] };
     let mut all_pairs: Vec<usize> =
         [4, 8, 16].iter().flat_map(|l| counts.iter().map(move |n| l * n)).collect();
     all_pairs.sort_unstable();
     all_pairs.dedup();
     let (tokens, heads) = if cfg!(miri) { (1, 2) } else { (2, 3) };
-    let shapes = all_pairs.iter().flat_map(|&p| [(p, 0), (p, 3)]);
+    let extras: &[usize] = if cfg!(miri) { &[3] } else { &[0, 3] };
+    let directions: &[bool] = if cfg!(miri) { &[false] } else { &[false, true] };
+    let shapes = all_pairs.iter().flat_map(|&p| extras.iter().map(move |&e| (p, e)));
     for ((pairs, extra), layout) in shapes.flat_map(|s| [(s, Layout::HalfSplit), (s, Layout::Interleaved)]) {
         let head_dim = 2 * pairs + extra;
         let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(2 * pairs).with_layout(layout);
@@ -427,7 +431,7 @@ fn whole_vector_heads<T: Bits>(seed: u64) {
         let n = tokens * heads * head_dim;
         let x0 = padded::<T>(&mut rng, n);
         let out0 = padded::<T>(&mut rng, n);
-        for inverse in [false, true] {
+        for &inverse in directions {
             let mut opts = Apply::start(5).with_table(cache.table());
             if inverse {
                 opts = opts.inverse();
@@ -1851,8 +1855,9 @@ fn convert_suite<I: Bits, O: OutBits>(seed: u64) {
 /// rotary, from f32 into f32, f16 and bf16 and from bf16 into f32, every tier against the
 /// oracle.
 #[test]
+#[cfg_attr(miri, ignore = "the convert suites cover these loops' bounds under Miri")]
 fn convert_whole_vector_heads_match_oracle() {
-    let counts: &[usize] = if cfg!(miri) { &[1, 8, 9] } else { &[1, 2, 3, 4, 5, 6, 7, 8, 9] };
+    let counts = [1, 2, 3, 4, 5, 6, 7, 8, 9];
     let mut all_pairs: Vec<usize> =
         [4, 8, 16].iter().flat_map(|l| counts.iter().map(move |n| l * n)).collect();
     all_pairs.sort_unstable();
@@ -1864,10 +1869,8 @@ fn convert_whole_vector_heads_match_oracle() {
                 let shape = Some([2 * pairs + extra, 2 * pairs]);
                 convert_case::<f32, f32>(&mut rng, tier, false, shape);
                 convert_case::<f32, bf16>(&mut rng, tier, false, shape);
-                if !cfg!(miri) {
-                    convert_case::<f32, f16>(&mut rng, tier, false, shape);
-                    convert_case::<bf16, f32>(&mut rng, tier, false, shape);
-                }
+                convert_case::<f32, f16>(&mut rng, tier, false, shape);
+                convert_case::<bf16, f32>(&mut rng, tier, false, shape);
             }
         }
     }

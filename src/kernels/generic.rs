@@ -49,9 +49,10 @@ use super::RotateArgs;
 use crate::element::Element;
 use crate::kernels::shape::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
 
-/// Runs `$body` with the const `$nv` bound to `$n` when `$n` is 1 to 8 (the heads of that
-/// many whole vectors of pairs that the kernels unroll, [`half_split_whole`]) and is true
-/// then; false for any other `$n`, without running it.
+/// Runs `$body` with the const `$nv` bound to `$n` when `$n` is 1 to 8 (the heads the
+/// kernels unroll: that many whole vectors of `HalfSplit` pairs, [`half_split_whole`], or
+/// steps of two vectors of `Interleaved` elements, [`interleaved_whole`]) and is true then;
+/// false for any other `$n`, without running it.
 macro_rules! whole_vectors {
     ($n:expr, $nv:ident => $body:expr) => {
         whole_vectors!(@arms $n, $nv => $body; 1 2 3 4 5 6 7 8)
@@ -850,8 +851,9 @@ unsafe fn half_split_whole<S: Simd, T: SimdElement, const INVERSE: bool, const N
     });
     let bytes = 2 * pairs * core::mem::size_of::<T>();
     let ahead = heads_ahead(bytes);
-    // The loop of `half_split_heads` (a closure over the two, `each_head(a, |src, dst| ..)`,
-    // cost AVX2 decode 8% more instructions: Llama 3.1, 6,640 against 6,150 per call).
+    // The head loop of `half_split_heads`, written out again: one helper taking each head
+    // as a closure, shared by the two, cost AVX2 decode 8% more instructions (Llama 3.1,
+    // callgrind: 6,640 against 6,150 per call).
     for h in 0..a.heads {
         prefetch_range(
             s,
