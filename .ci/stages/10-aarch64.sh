@@ -23,8 +23,11 @@ start=$SECONDS
 # (the tier suite and the cos/sin generator's tier test print one line per tier; println!
 # writes whole lines, so parallel tests do not cut them). Running the tier suite a second
 # time with one thread cost ~4 min of qemu.
+# Built with opt-level 1 (debug assertions and overflow checks stay on) and line tables
+# only, as in 15-foreign-arch.sh: qemu then runs the suite several times faster.
 log=$(mktemp)
-cargo test --target "$target" -- --nocapture 2>&1 | tee "$log"
+CARGO_PROFILE_DEV_OPT_LEVEL=1 CARGO_PROFILE_DEV_DEBUG=line-tables-only \
+    cargo test --target "$target" -- --nocapture 2>&1 | tee "$log"
 if ! grep -q "^neon: .* cases bit-identical to scalar" "$log"; then
     echo "aarch64: the NEON tier did not run" >&2
     exit 1
