@@ -293,11 +293,9 @@ fn bench_row<T: Element>(g: &mut BenchmarkGroup<'_, WallTime>, m: &Model, shape:
             __bench::roofline_in_place(tier, k.get(), rows(kn, rd, prefetch), black_box(0)).unwrap();
         }
         Kind::RoofTokens => {
-            let (qt, kt) = (qn / shape.tokens, kn / shape.tokens);
-            for (qr, kr) in q.get().chunks_exact_mut(qt).zip(k.get().chunks_exact_mut(kt)) {
-                __bench::roofline_in_place(tier, qr, rows(qt, rd, true), black_box(0)).unwrap();
-                __bench::roofline_in_place(tier, kr, rows(kt, rd, true), black_box(0)).unwrap();
-            }
+            let (qt, kt) = (rows(qn / shape.tokens, rd, true), rows(kn / shape.tokens, rd, true));
+            __bench::roofline_in_place_tokens(tier, q.get(), qt, k.get(), kt, shape.tokens, black_box(0))
+                .unwrap();
         }
         Kind::Conv => {
             for buf in [q.get(), k.get()] {
@@ -337,9 +335,11 @@ enum Kind {
         prefetch: bool,
     },
     /// In place on several BSHD tokens, token by token in the rotation's own order (q's
-    /// heads, then k's heads of each token), prefetching. On partial-rotary long rows that
-    /// order ran up to 1.6x faster than all of q then all of k (Phi-2, AVX-512: 1.40 against
-    /// 2.24 ms), and the rotation had beaten the q-then-k roofline by up to 1.42x.
+    /// heads, then k's heads of each token), prefetching, in one call. On partial-rotary long
+    /// rows that order ran up to 1.6x faster than all of q then all of k (Phi-2, AVX-512: 1.40
+    /// against 2.24 ms), and the rotation had beaten the q-then-k roofline by up to 1.42x; made
+    /// as two calls per token, it charged the roofline a call's overhead per token, and five
+    /// long rows still beat it by 1.06-1.15x.
     RoofTokens,
     /// f16/bf16 in place: the widen, multiply, round pass of the rotated part.
     Conv,

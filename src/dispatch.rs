@@ -350,6 +350,44 @@ pub fn bench_roofline_in_place<T: Element>(
     Ok(())
 }
 
+/// [`bench_roofline_in_place`] of two BSHD tensors token by token, in one call: for each of
+/// `tokens` tokens, the rows `q_rows` of that token of `q`, then those `k_rows` of `k` (the
+/// order an in-place BSHD rotation walks them). `q_rows` and `k_rows` give one token's rows;
+/// token `t`'s start `t × rows × stride` elements into the buffer. The in-place roofline of
+/// a multi-token BSHD rotation, without a call per token.
+/// Not part of the API (`rope_kernels::__bench::roofline_in_place_tokens`).
+///
+/// # Errors
+/// As [`bench_roofline_in_place`], for either tensor ([`Operand::Q`], [`Operand::K`]).
+#[doc(hidden)]
+pub fn bench_roofline_in_place_tokens<T: Element>(
+    tier: Tier,
+    q: &mut [T],
+    q_rows: RooflineRows,
+    k: &mut [T],
+    k_rows: RooflineRows,
+    tokens: usize,
+    zero: u64,
+) -> Result<(), RopeError> {
+    kernels_for(tier).ok_or(RopeError::TierUnavailable)?;
+    if zero != 0 {
+        return Err(RopeError::InvalidEncodingParameter { name: "zero", requirement: "must be 0" });
+    }
+    let part = |x: &mut [T], r: RooflineRows, operand| {
+        let all = r.rows.checked_mul(tokens).ok_or(RopeError::StrideOverflow { operand })?;
+        // Every token's rows lie in `x` when all tokens' rows, taken as one set, do.
+        RooflineRows { rows: all, ..r }.bytes::<T>(x.len(), operand)?;
+        let rows = r.bytes::<T>(usize::MAX, operand)?;
+        let token_stride = rows.rows.checked_mul(rows.stride).ok_or(RopeError::StrideOverflow { operand })?;
+        Ok(kernels::roofline::TokenPart { p: x.as_mut_ptr().cast(), token_stride, rows })
+    };
+    let parts = [part(q, q_rows, Operand::Q)?, part(k, k_rows, Operand::K)?];
+    // SAFETY: every token's rows lie in their buffer (checked), two distinct borrows; the CPU
+    // supports the tier (as above).
+    unsafe { kernels::roofline::pass_in_place_tokens(tier, parts, tokens, zero) };
+    Ok(())
+}
+
 /// The out-of-place memory roofline of a tier, for benchmarks (issue 18): every row of `r`
 /// copied from `src` to the same place in `dst` with the tier's widest vectors, with
 /// ordinary or (`streaming`) non-temporal stores (which skip the destination's read for

@@ -115,7 +115,8 @@ pub mod __bench {
     pub use crate::dispatch::bench_scale as scale;
     pub use crate::dispatch::{bench_convert as convert_rows, ConvertRows};
     pub use crate::dispatch::{
-        bench_roofline_copy as roofline_copy, bench_roofline_in_place as roofline_in_place, RooflineRows,
+        bench_roofline_copy as roofline_copy, bench_roofline_in_place as roofline_in_place,
+        bench_roofline_in_place_tokens as roofline_in_place_tokens, RooflineRows,
     };
     pub use crate::encodings::row_kernels::bench as encodings;
     /// Calls with more rotated input bytes than this take the kernels' prefetch path (and,

@@ -1,9 +1,9 @@
-//! The benchmark rooflines (`__bench::roofline_in_place`, `__bench::roofline_copy`, issue
-//! 18) on every tier: every row length from 0 to 70 bf16 (past two 64-byte vectors), at every
+//! The benchmark rooflines (`__bench::roofline_in_place`, `__bench::roofline_in_place_tokens`,
+//! `__bench::roofline_copy`, issue 18) on every tier: every row length from 0 to 70 bf16 (past two 64-byte vectors), at every
 //! start offset, leaves the data unchanged (in place) or copies exactly the rows (out of
 //! place), touching nothing else; bad shapes are errors.
 
-use rope_kernels::__bench::{roofline_copy, roofline_in_place, RooflineRows};
+use rope_kernels::__bench::{roofline_copy, roofline_in_place, roofline_in_place_tokens, RooflineRows};
 use rope_kernels::dispatch::available_tiers;
 use rope_kernels::{bf16, Operand, RopeError};
 
@@ -75,4 +75,53 @@ fn roofline_shapes_are_checked() {
         roofline_copy(tier, &src, &mut short, r, false),
         Err(RopeError::BufferTooShort { operand: Operand::QOut, needed: 40, len: 39 })
     );
+}
+
+#[test]
+fn token_rooflines_leave_both_tensors_unchanged() {
+    for tier in available_tiers() {
+        // Partial rows (rotary part of each head), dense rows (merged, with a 4 KB rest), and
+        // under Miri a small shape only.
+        let shapes: &[(usize, usize, usize, usize)] =
+            if cfg!(miri) { &[(3, 2, 5, 2)] } else { &[(3, 4, 24, 96), (5, 3, 128, 128), (7, 1, 20, 80)] };
+        for &(tokens, heads, row_len, stride) in shapes {
+            for prefetch in [false, true] {
+                let qr = RooflineRows { rows: 2 * heads, stride, row_len, prefetch };
+                let kr = RooflineRows { rows: heads, stride, row_len, prefetch };
+                let q0: Vec<f32> = (0..tokens * 2 * heads * stride + 3).map(|i| i as f32).collect();
+                let k0: Vec<f32> = (0..tokens * heads * stride + 1).map(|i| -(i as f32)).collect();
+                let (mut q, mut k) = (q0.clone(), k0.clone());
+                roofline_in_place_tokens(tier, &mut q, qr, &mut k, kr, tokens, 0).unwrap();
+                assert_eq!((q, k), (q0, k0), "{tier} {tokens} {heads} {row_len} {stride} {prefetch}");
+            }
+        }
+    }
+}
+
+#[test]
+fn token_roofline_shapes_are_checked() {
+    let tier = available_tiers().last().unwrap();
+    let (mut q, mut k) = ([0.0f32; 64], [0.0f32; 32]);
+    let r = RooflineRows { rows: 2, stride: 16, row_len: 8, prefetch: false };
+    // Two tokens of q fit (64 elements), two of k do not (needs 56 of 32).
+    assert_eq!(
+        roofline_in_place_tokens(tier, &mut q, r, &mut k, r, 2, 0),
+        Err(RopeError::BufferTooShort { operand: Operand::K, needed: 56, len: 32 })
+    );
+    assert_eq!(
+        roofline_in_place_tokens(tier, &mut q, r, &mut k, r, 3, 0),
+        Err(RopeError::BufferTooShort { operand: Operand::Q, needed: 88, len: 64 })
+    );
+    assert_eq!(
+        roofline_in_place_tokens(tier, &mut q, r, &mut k, r, usize::MAX, 0),
+        Err(RopeError::StrideOverflow { operand: Operand::Q })
+    );
+    let wide = RooflineRows { rows: 2, stride: 8, row_len: 9, prefetch: false };
+    assert_eq!(
+        roofline_in_place_tokens(tier, &mut q, wide, &mut k, r, 1, 0),
+        Err(RopeError::OverlappingStrides { operand: Operand::Q })
+    );
+    assert!(roofline_in_place_tokens(tier, &mut q, r, &mut k, r, 1, 1).is_err());
+    // No tokens: nothing to touch, nothing refused.
+    roofline_in_place_tokens(tier, &mut q, r, &mut k, r, 0, 0).unwrap();
 }

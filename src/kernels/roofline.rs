@@ -12,7 +12,9 @@
 //! A row that does not fill a whole vector ends with a vector that overlaps the previous
 //! one (rewriting bytes with the same values), and rows shorter than a vector take halves
 //! of it, so no row pays for a scalar tail. Rows that follow each other without a gap are
-//! walked as one. No rounding or conversion is done: the f16/bf16 conversion roofline is
+//! walked as one. [`pass_in_place_tokens`] is [`pass_in_place`] over several tensors token by
+//! token in one call (a BSHD rotation's own order: q's heads of a token, then k's), so that
+//! no per-token call overhead is charged to the roofline. No rounding or conversion is done: the f16/bf16 conversion roofline is
 //! the tier's `scale` kernel ([`super::ScaleFn`]).
 
 use crate::dispatch::Tier;
@@ -79,6 +81,40 @@ pub(crate) unsafe fn pass_in_place(tier: Tier, p: *mut u8, r: Rows, zero: u64) {
     }
 }
 
+/// One tensor of a token-by-token pass ([`pass_in_place_tokens`]): per token, the rows of
+/// `rows` from `p + t * token_stride` (bytes).
+#[derive(Clone, Copy)]
+pub(crate) struct TokenPart {
+    pub p: *mut u8,
+    pub token_stride: usize,
+    pub rows: Rows,
+}
+
+/// [`pass_in_place`] of every part's rows, token by token: token 0 of each part in turn, then
+/// token 1, and so on, in one call.
+///
+/// # Safety
+/// For every part and every `t < tokens`, every row of `rows` at `p + t * token_stride` is
+/// valid for reads and writes; the CPU supports `tier`.
+pub(crate) unsafe fn pass_in_place_tokens(tier: Tier, parts: [TokenPart; 2], tokens: usize, zero: u64) {
+    match tier {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: forwarded; the tier proves AVX2.
+        Tier::Avx2 => unsafe { x86::tokens_avx2(parts, tokens, zero) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: forwarded; the tier proves AVX-512F.
+        Tier::Avx512 => unsafe { x86::tokens_avx512(parts, tokens, zero) },
+        _ => {
+            for t in 0..tokens {
+                for part in &parts {
+                    // SAFETY: token t of the part is in bounds (caller).
+                    unsafe { pass_in_place(tier, part.p.add(t * part.token_stride), part.rows, zero) };
+                }
+            }
+        }
+    }
+}
+
 /// Copies every row of `r` from `src` to `dst` (same shape), with streaming stores if asked
 /// and the tier has them.
 ///
@@ -140,7 +176,7 @@ unsafe fn pass_words(p: *mut u8, r: Rows, zero: u64) {
 mod x86 {
     use core::arch::x86_64::*;
 
-    use super::Rows;
+    use super::{Rows, TokenPart};
 
     /// Prefetches the lines of row `i + r.ahead()` of `p` (past the buffer near its end:
     /// `prefetcht0` never faults), if `r.prefetch`.
@@ -279,6 +315,56 @@ mod x86 {
     /// As [`super::pass_in_place`], with AVX2.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn pass_avx2(p: *mut u8, r: Rows, zero: u64) {
+        // SAFETY: forwarded.
+        unsafe { rows_avx2(p, r, zero) }
+    }
+
+    /// # Safety
+    /// As [`super::pass_in_place_tokens`], with AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn tokens_avx2(parts: [TokenPart; 2], tokens: usize, zero: u64) {
+        // SAFETY: forwarded.
+        unsafe { tokens_with(parts, tokens, |p, r| rows_avx2(p, r, zero)) }
+    }
+
+    /// # Safety
+    /// As [`super::pass_in_place_tokens`], with AVX-512F.
+    #[target_feature(enable = "avx512f,avx2")]
+    pub(super) unsafe fn tokens_avx512(parts: [TokenPart; 2], tokens: usize, zero: u64) {
+        // SAFETY: forwarded.
+        unsafe { tokens_with(parts, tokens, |p, r| rows_avx512(p, r, zero)) }
+    }
+
+    /// The token loop of [`super::pass_in_place_tokens`] over a tier's row pass `f` (each
+    /// part's rows merged once, as [`super::pass_in_place`] merges them).
+    ///
+    /// # Safety
+    /// As [`super::pass_in_place_tokens`]; `f` is sound on any rows the caller's are.
+    #[inline(always)]
+    unsafe fn tokens_with(parts: [TokenPart; 2], tokens: usize, f: impl Fn(*mut u8, Rows)) {
+        let merged = parts.map(|part| part.rows.merged());
+        for t in 0..tokens {
+            for (part, &(r, rest)) in parts.iter().zip(&merged) {
+                // SAFETY: token t of the part is in bounds (caller); the rest lies at the end of
+                // its single merged row.
+                unsafe {
+                    let p = part.p.add(t * part.token_stride);
+                    f(p, r);
+                    if let Some(rest) = rest {
+                        f(p.add(r.rows * r.stride), rest);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The AVX2 row pass.
+    ///
+    /// # Safety
+    /// As [`super::pass_in_place`] (merged rows), with AVX2.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn rows_avx2(p: *mut u8, r: Rows, zero: u64) {
         let z = _mm256_set1_epi64x(zero as i64);
         for i in 0..r.rows {
             prefetch_row(p, i, &r);
@@ -300,6 +386,17 @@ mod x86 {
     /// As [`super::pass_in_place`], with AVX-512F.
     #[target_feature(enable = "avx512f,avx2")]
     pub(super) unsafe fn pass_avx512(p: *mut u8, r: Rows, zero: u64) {
+        // SAFETY: forwarded.
+        unsafe { rows_avx512(p, r, zero) }
+    }
+
+    /// The AVX-512 row pass.
+    ///
+    /// # Safety
+    /// As [`super::pass_in_place`] (merged rows), with AVX-512F.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2")]
+    unsafe fn rows_avx512(p: *mut u8, r: Rows, zero: u64) {
         let z = _mm512_set1_epi64(zero as i64);
         for i in 0..r.rows {
             prefetch_row(p, i, &r);
