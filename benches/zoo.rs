@@ -32,6 +32,12 @@
 //! rooflines alike; the table takes each kind's fastest sample over its rounds.
 //! `scripts/zoo.sh` runs it and prints the table (`scripts/zoo-table.py`).
 //!
+//! First, the rotary_dim sweep ([`sweep`]): one decode token of 64 q + 64 k heads of
+//! head_dim 64, every even rotary_dim from 2 to 34, both layouts, on the portable tier and
+//! the SIMD tiers (`rd-sweep/decode/f32-bshd-in-cached-<half|inter>-rd<NN>`), for the
+//! "any rotary_dim" targets: time per rotated element within 1.25x of the nearest rotary_dim
+//! whose pairs fill whole vectors, and no SIMD tier slower than the portable one.
+//!
 //! Run: `scripts/zoo.sh` (about 40 minutes), or `ZOO_FILTER=phi-2/decode,/long/f32-bshd-in
 //! cargo bench --bench zoo` for a subset (comma-separated substrings of the group names,
 //! checked before any buffer is built; criterion's own filter argument also works).
@@ -45,7 +51,7 @@ use rope_kernels::__bench::{self, RooflineRows};
 use rope_kernels::dispatch::available_tiers;
 use rope_kernels::hf_config::ModelConfig;
 use rope_kernels::{
-    bf16, f16, Apply, Element, Heads, HeadsMut, Rope, RopeCache, RopeConfig, Scaling, Tier, View,
+    bf16, f16, Apply, Element, Heads, HeadsMut, Layout, Rope, RopeCache, RopeConfig, Scaling, Tier, View,
 };
 
 struct Model {
@@ -67,7 +73,7 @@ fn models() -> Vec<Model> {
         let name = f.file_stem().unwrap().to_string_lossy().into_owned();
         // DeepSeek MLA: one k_pe head shared by every head.
         let k_heads = if m.nope_head_dim > 0 { 1 } else { m.num_key_value_heads };
-        let mut config = m.rope.clone();
+        let mut config = unit_attention(m.rope.clone());
         let mut default = None;
         if config.scaling.depends_on_seq_len() {
             default = Some(config.clone().with_scaling(Scaling::None));
@@ -108,6 +114,21 @@ fn models() -> Vec<Model> {
         default: None,
     });
     out
+}
+
+/// `c` with an attention factor of 1 (YaRN, LongRoPE). Every row applies its rotation to
+/// the same buffers on every iteration, so a factor above 1 (Phi-3 128k's LongRoPE 1.19,
+/// the YaRN models' mscale) grew the values by that factor per call until they overflowed
+/// to infinity and NaN, and the rows timed the stores' NaN path (Phi-3 decode: 8,833
+/// instructions per call against 7,202 with default scaling, callgrind; 1.8x the time).
+/// The kernels' work is the same: the factor lives in the cos/sin values.
+fn unit_attention(mut c: RopeConfig) -> RopeConfig {
+    match &mut c.scaling {
+        Scaling::Yarn(p) => p.attention_factor = Some(1.0),
+        Scaling::LongRope(p) => p.attention_factor = Some(1.0),
+        _ => {}
+    }
+    c
 }
 
 struct Shape {
@@ -390,7 +411,62 @@ fn selected(id: &str) -> bool {
     f.is_empty() || f.split(',').any(|w| id.contains(w))
 }
 
+/// The rotary_dim sweep (issue 18: "time per rotated element <= 1.25x that of the nearest
+/// rotary_dim whose pairs fill whole vectors; no SIMD tier slower than the portable tier"):
+/// one decode token at position 4000 of [`SWEEP_HEADS`] q and as many k heads of head_dim
+/// [`SWEEP_HEAD_DIM`], f32 in place, cached cos/sin, every even rotary_dim from 2 to
+/// 2 x 16 + 2 (twice AVX-512's lanes, plus one pair), both layouts, on the portable tier and
+/// the SIMD tiers. Groups `rd-sweep/decode/f32-bshd-in-cached-<half|inter>-rd<NN>`, functions
+/// `<tier>/rope@<round>` (three rounds, every tier in turn), throughput in rotated elements
+/// (`scripts/zoo-table.py` prints the sweep).
+/// Decode is cache-resident, so a cliff in the kernel shows undiluted; on many tokens the
+/// rows are memory-bound at the cache-line granularity instead.
+const SWEEP_HEAD_DIM: usize = 64;
+const SWEEP_HEADS: usize = 64;
+const SWEEP_ROUNDS: usize = 3;
+
+fn sweep(c: &mut Criterion) {
+    let mut tiers = tiers();
+    if !tiers.contains(&Tier::Portable) {
+        tiers.insert(0, Tier::Portable);
+    }
+    let shape = &SHAPES[0];
+    for (layout, lname) in [(Layout::HalfSplit, "half"), (Layout::Interleaved, "inter")] {
+        for rd in (2..=34).step_by(2) {
+            let id = format!("rd-sweep/{}/f32-bshd-in-cached-{lname}-rd{rd:02}", shape.name);
+            if !selected(&id) {
+                continue;
+            }
+            let config = RopeConfig::new(SWEEP_HEAD_DIM, 10_000.0).with_rotary_dim(rd).with_layout(layout);
+            let base = Rope::new(config).unwrap();
+            let cache: RopeCache = base.build_cache(shape.start as usize + shape.tokens).unwrap();
+            let opts = Apply::start(shape.start).with_table(cache.table());
+            let view = View::bshd(shape.tokens, SWEEP_HEADS, SWEEP_HEAD_DIM);
+            let n = shape.tokens * SWEEP_HEADS * SWEEP_HEAD_DIM;
+            let (mut q, mut k) = (Buf::<f32>::new(n, 0, 1), Buf::<f32>::new(n, 0, 2));
+            let mut g = c.benchmark_group(id);
+            g.throughput(Throughput::Elements((2 * shape.tokens * SWEEP_HEADS * rd) as u64));
+            let ropes: Vec<(Tier, Rope)> =
+                tiers.iter().map(|&t| (t, base.clone().with_tier(t).unwrap())).collect();
+            // Rounds, every tier in turn within each (the table takes the fastest sample):
+            // the portable comparison is within the machine's drift otherwise.
+            for round in 0..SWEEP_ROUNDS {
+                for (tier, rope) in &ropes {
+                    g.bench_function(format!("{tier}/rope@{round}"), |b| {
+                        b.iter(|| {
+                            let kh = Some(HeadsMut::new(k.get(), view));
+                            rope.apply_qk(HeadsMut::new(q.get(), view), kh, black_box(&opts)).unwrap();
+                        })
+                    });
+                }
+            }
+            g.finish();
+        }
+    }
+}
+
 fn bench(c: &mut Criterion) {
+    sweep(c);
     for m in models() {
         for shape in &SHAPES {
             for var in variants(shape, &m) {

@@ -13,7 +13,9 @@ stores, with or without software prefetch, in place also token by token), the ra
 roofline / rope (1.0 = at the memory limit), the issue-18 target and ok/MISS; for f16/bf16
 also the ratio against the conversion roofline (`conv`). Then the relative targets: dynamic
 NTK / LongRoPE rows within 1.15x of their `-default` twin, on the fly within 1.3x of cached
-at decode, the off16 decode row within 1.15x of the aligned one.
+at decode, the off16 decode row within 1.15x of the aligned one. Then the rotary_dim sweep
+(`rd-sweep/...`): time per rotated element (criterion's throughput) within 1.25x of the
+nearest rotary_dim whose pairs fill whole vectors, and no SIMD tier slower than `portable`.
 
 Exit status 1 if any rope row beats its roofline by more than 1.05x (the roofline is then
 not an upper bound, so it is wrong) or if no row was found; target misses are listed but do
@@ -32,9 +34,14 @@ import tempfile
 ROOF_LIMIT = 1.05
 
 
+ELEMENTS = {}
+"""{group: criterion throughput in elements}, filled by `load` (the sweep's per-element times)."""
+
+
 def load(root, median):
     """{(group, tier, kind): ns per iteration}, over the rounds `<kind>@<round>` of a kind:
     the fastest sample of any round, or (`median`) the median of the rounds' medians."""
+    ELEMENTS.clear()
     rounds = {}
     for bench in glob.glob(os.path.join(root, "**", "new", "benchmark.json"), recursive=True):
         with open(bench) as f:
@@ -51,6 +58,9 @@ def load(root, median):
             with open(os.path.join(d, "sample.json")) as f:
                 s = json.load(f)
             ns = min(t / n for t, n in zip(s["times"], s["iters"]))
+        elements = (b.get("throughput") or {}).get("Elements")
+        if elements:
+            ELEMENTS[b["group_id"]] = elements
         kind = fparts[1].split("@")[0]
         rounds.setdefault((b["group_id"], fparts[0], kind), []).append(ns)
     return {k: statistics.median(v) if median else min(v) for k, v in rounds.items()}
@@ -121,11 +131,76 @@ def table(r):
     return rows, violations, misses
 
 
+LANES = {"portable": 4, "neon": 4, "avx2": 8, "avx512": 16}
+SWEEP_LIMIT = 1.25
+
+
+def whole(rd, layout, lanes):
+    """Whether the pairs of rotary_dim `rd` fill whole vectors of `lanes` f32: each half of a
+    `HalfSplit` head (rd / 2 elements), or the `rd` elements of an `Interleaved` one."""
+    return (rd // 2 if layout == "half" else rd) % lanes == 0
+
+
+def sweep(r):
+    """The rotary_dim sweep (`rd-sweep/...` groups, benches/zoo.rs `sweep`): per tier and
+    layout, time per rotated element against the nearest whole-vector rotary_dim (a tie:
+    the faster of the two, the stricter test), and every SIMD tier against the portable tier
+    on the same shape. Returns the misses."""
+    rows = {}
+    for (g, t, k), ns in r.items():
+        parts = g.split("/")
+        if parts[0] != "rd-sweep" or k != "rope" or g not in ELEMENTS:
+            continue
+        layout, rd = parts[2].split("-")[-2], int(parts[2].split("-rd")[-1])
+        rows[(parts[1], layout, t, rd)] = (ns, ns / ELEMENTS[g])
+    misses = []
+    if not rows:
+        return misses
+    print()
+    print("rotary_dim sweep (decode, 64 q + 64 k heads of head_dim 64, f32 in place; "
+          "ns per call, ns per rotated element; ref = nearest whole-vector rotary_dim):")
+    print()
+    print("| shape | layout | tier | rotary_dim | ns/call | ns/element | ref | ratio | vs portable | |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for (shape, layout, t, rd) in sorted(rows):
+        ns, pe = rows[(shape, layout, t, rd)]
+        lanes = LANES.get(t, 4)
+        ref, ratio = "", None
+        if not whole(rd, layout, lanes):
+            cands = [c for c in range(2, 2 * max(rows_rd(rows)) + 2, 2) if whole(c, layout, lanes)]
+            if cands:
+                d = min(abs(c - rd) for c in cands)
+                near = [c for c in cands if abs(c - rd) == d and (shape, layout, t, c) in rows]
+                if near:
+                    best = min(near, key=lambda c: rows[(shape, layout, t, c)][1])
+                    ref, ratio = str(best), pe / rows[(shape, layout, t, best)][1]
+        port = rows.get((shape, layout, "portable", rd))
+        vs = port[0] / ns if port and t != "portable" else None
+        ok = (ratio is None or ratio <= SWEEP_LIMIT) and (vs is None or vs >= 1.0)
+        if t != "portable" and not ok:
+            what = []
+            if ratio is not None and ratio > SWEEP_LIMIT:
+                what.append(f"{ratio:.2f}x the time per element of rotary_dim {ref} (target <= {SWEEP_LIMIT}x)")
+            if vs is not None and vs < 1.0:
+                what.append(f"slower than the portable tier ({ns:.0f} against {port[0]:.0f} ns)")
+            misses.append(f"rd-sweep/{shape} {layout} rotary_dim {rd} {t}: " + "; ".join(what))
+        rs = f"{ratio:.2f}" if ratio is not None else ""
+        vss = f"{vs:.2f}x" if vs is not None else ""
+        mark = "" if t == "portable" else ("ok" if ok else "MISS")
+        print(f"| {shape} | {layout} | {t} | {rd} | {ns:.0f} | {pe:.3f} | {ref} | {rs} | {vss} | {mark} |")
+    return misses
+
+
+def rows_rd(rows):
+    return [rd for (_, _, _, rd) in rows]
+
+
 def main(argv):
     args = [a for a in argv if not a.startswith("--")]
     root = args[0] if args else os.path.join("target", "criterion")
     r = load(root, "--median" in argv)
     rows, violations, misses = table(r)
+    misses += sweep(r)
     if not rows:
         print(f"no zoo results under {root}; run `cargo bench --bench zoo` first", file=sys.stderr)
         return 1
@@ -141,11 +216,14 @@ def main(argv):
     return 1 if misses and "--strict" in argv else 0
 
 
-def write_result(root, group, function, ns):
+def write_result(root, group, function, ns, elements=None):
     d = os.path.join(root, *group.split("/"), *function.split("/"), "new")
     os.makedirs(d)
     with open(os.path.join(d, "benchmark.json"), "w") as f:
-        json.dump({"group_id": group, "function_id": function}, f)
+        b = {"group_id": group, "function_id": function}
+        if elements:
+            b["throughput"] = {"Elements": elements}
+        json.dump(b, f)
     with open(os.path.join(d, "sample.json"), "w") as f:
         json.dump({"times": [ns * 10, ns * 11], "iters": [10, 10]}, f)
     with open(os.path.join(d, "estimates.json"), "w") as f:
@@ -182,6 +260,23 @@ def self_test():
         finally:
             sys.stdout, sys.stderr = out, err
         assert got == 1, "a rope row faster than the streaming copy must fail"
+    # The sweep: rotary_dim 24 at 1.2x the time per element of 32 passes, 24 at 1.4x fails
+    # (--strict), and so does an avx2 row slower than the portable tier.
+    for rd24_ns, port_ns, want in [(90.0, 500.0, 0), (105.0, 500.0, 1), (90.0, 80.0, 1)]:
+        with tempfile.TemporaryDirectory() as root:
+            write_result(root, "m/prefill/f32-bshd-in-cached", "avx2/rope", 100.0)
+            write_result(root, "m/prefill/f32-bshd-in-cached", "avx2/roof", 100.0)
+            for rd, ns in [(16, 70.0), (24, rd24_ns), (32, 100.0)]:
+                g = f"rd-sweep/decode/f32-bshd-in-cached-half-rd{rd:02}"
+                write_result(root, g, "avx2/rope", ns, elements=rd * 100)
+                write_result(root, g, "portable/rope", port_ns, elements=rd * 100)
+            out, err = sys.stdout, sys.stderr
+            sys.stdout = sys.stderr = devnull
+            try:
+                got = main([root, "--strict"])
+            finally:
+                sys.stdout, sys.stderr = out, err
+            assert got == want, f"sweep rd 24 at {rd24_ns} ns, portable {port_ns} ns: exit {got}, want {want}"
     with tempfile.TemporaryDirectory() as root:
         out, err = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = devnull

@@ -10,9 +10,14 @@ use rope_kernels::{bf16, Operand, RopeError};
 #[test]
 fn rooflines_touch_exactly_their_rows() {
     for tier in available_tiers() {
-        // Under Miri the lengths around each vector width only.
-        let lens: Vec<usize> =
-            if cfg!(miri) { vec![0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 47] } else { (0..=70).collect() };
+        // Under Miri the lengths around each vector width only, and rows of 4 and of 16 whole
+        // AVX2 vectors (the unrolled fixed-length passes; 2 and 8 AVX-512 ones); natively
+        // every length to 70 and every fixed length up to 16 AVX-512 vectors (512 bf16).
+        let lens: Vec<usize> = if cfg!(miri) {
+            vec![0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 47, 64, 256]
+        } else {
+            (0..=70).chain([80, 96, 112, 128, 160, 192, 256, 384, 512, 513]).collect()
+        };
         for &row_len in &lens {
             for (off, prefetch) in [(0usize, false), (1, true), (3, false), (16, true)] {
                 let (rows, stride) = (3, row_len + 5);

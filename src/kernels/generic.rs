@@ -45,6 +45,7 @@ use core::ptr;
 
 use half::{bf16, f16};
 
+use super::scalar::rotate_pair;
 use super::RotateArgs;
 use crate::element::Element;
 use crate::kernels::shape::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
@@ -816,6 +817,18 @@ unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: 
     {
         return;
     }
+    // Heads of two to eight vectors of pairs whose last one overlaps (pairs 9-15 on AVX2:
+    // GPT-NeoX-20B's 12), unrolled the same way: through the loop below they took twice the
+    // time of the next whole size (rotary_dim 24 against 32 on AVX2: 0.99-1.05 against
+    // 0.50 µs for 128 heads), slower than the portable tier, whose 4 lanes fill them.
+    if cfg!(target_pointer_width = "64")
+        && pairs > S::LANES
+        && !pairs.is_multiple_of(S::LANES)
+        // SAFETY: forwarded from the caller; `(NV - 1) * S::LANES < pairs < NV * S::LANES`.
+        && whole_vectors!(pairs.div_ceil(S::LANES), NV => unsafe { half_split_overlap::<S, T, INVERSE, NV>(s, a) })
+    {
+        return;
+    }
     // On 16 lanes two loops, so that heads without an overlapping tail run the loop without
     // one (the code from before tails overlapped): one loop measured up to 10% slower on
     // AVX-512 decode and prefill (scripts/bench-gate.sh against the previous kernels). On
@@ -875,6 +888,60 @@ unsafe fn half_split_whole<S: Simd, T: SimdElement, const INVERSE: bool, const N
                     sn,
                 );
             }
+        }
+    }
+}
+
+/// [`half_split_whole`] for heads of `NV` vectors of pairs the last of which overlaps the
+/// one before (`(NV - 1) * LANES < pairs < NV * LANES`): the rows' vectors at offsets
+/// `0, LANES, .., (NV - 2) * LANES` and `pairs - LANES` loaded once per call; per head the
+/// last vector rotated first (before any store, as [`half_split_last`]), then the others
+/// stepped, then the last stored over the end of each half. The operations per lane are
+/// those of [`half_split_head`].
+///
+/// # Safety
+/// As [`rotate`]; `INVERSE == a.inverse`; `(NV - 1) * S::LANES < a.cos.len() < NV * S::LANES`.
+#[inline(always)]
+unsafe fn half_split_overlap<S: Simd, T: SimdElement, const INVERSE: bool, const NV: usize>(
+    s: S,
+    a: &RotateArgs<'_, T>,
+) {
+    let (lanes, pairs) = (S::LANES, a.cos.len());
+    debug_assert!((NV - 1) * lanes < pairs && pairs < NV * lanes && a.sin.len() == pairs);
+    let last = pairs - lanes;
+    let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
+    let rows: [(S::V, S::V); NV] = core::array::from_fn(|j| {
+        let i = if j + 1 == NV { last } else { j * lanes };
+        // SAFETY: i + lanes <= pairs: inside the rows.
+        unsafe { row_vectors::<S, INVERSE>(s, cos.add(i), sin.add(i)) }
+    });
+    let bytes = 2 * pairs * core::mem::size_of::<T>();
+    let ahead = heads_ahead(bytes);
+    for h in 0..a.heads {
+        prefetch_range(
+            s,
+            a.prefetch,
+            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
+            bytes,
+        );
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract); every vector
+        // below lies in 0..pairs of its half; the last vector is loaded before any store.
+        unsafe {
+            let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
+            let (c, sn) = rows[NV - 1];
+            let (x0, x1) = (T::load(s, src.add(last)), T::load(s, src.add(pairs + last)));
+            let y = [s.sub(s.mul(x0, c), s.mul(x1, sn)), s.add(s.mul(x1, c), s.mul(x0, sn))];
+            for (j, &(c, sn)) in rows.iter().enumerate().take(NV - 1) {
+                let i = j * lanes;
+                half_split_vectors::<S, T, T>(
+                    s,
+                    [src.add(i), src.add(pairs + i)],
+                    [dst.add(i), dst.add(pairs + i)],
+                    c,
+                    sn,
+                );
+            }
+            T::store2(s, [dst.add(last), dst.add(pairs + last)], y);
         }
     }
 }
@@ -982,24 +1049,22 @@ unsafe fn half_split_head<S: Simd, T: SimdElement, const INVERSE: bool>(
         // the end of their half.
         unsafe { T::store2(s, [dst.add(pairs - lanes), dst.add(2 * pairs - lanes)], y) };
     } else if tail != 0 {
-        // SAFETY: the last `tail` pairs of each half and of the rows are in bounds; the pads
-        // hold a full vector each.
-        unsafe {
-            let x0 = Pad::read(src.add(body), tail);
-            let x1 = Pad::read(src.add(pairs + body), tail);
-            let c = Pad::read(cos.add(body), tail);
-            let sn = Pad::read(sin.add(body), tail);
-            let mut y0 = Pad([T::default(); 2 * MAX_LANES]);
-            let mut y1 = Pad([T::default(); 2 * MAX_LANES]);
-            half_split_step::<S, T, INVERSE>(
-                s,
-                [x0.0.as_ptr(), x1.0.as_ptr()],
-                [y0.0.as_mut_ptr(), y1.0.as_mut_ptr()],
-                c.0.as_ptr(),
-                sn.0.as_ptr(),
-            );
-            y0.write(dst.add(body), tail);
-            y1.write(dst.add(pairs + body), tail);
+        // A head shorter than one vector (pairs < lanes): pair by pair with the oracle's own
+        // formula (`scalar::rotate_pair`, `Element::from_f32`), the same bits by definition.
+        // Zero-padded stack copies in and out (four reads and two writes of variable length,
+        // each a `memcpy` call) took ~47 ns per head: 128 heads at rotary_dim 2-6 took
+        // 6-7.5 µs per decode call on AVX2 against 0.28 µs at rotary_dim 8 (issue 18's
+        // rotary_dim sweep).
+        for i in body..pairs {
+            // SAFETY: i < pairs: both members of the pair lie in the head, the rows hold
+            // `pairs` entries; each pair is read before it is written, and no other pair
+            // shares its elements.
+            unsafe {
+                let (x0, x1) = ((*src.add(i)).to_f32(), (*src.add(pairs + i)).to_f32());
+                let (y0, y1) = rotate_pair(x0, x1, *cos.add(i), *sin.add(i), INVERSE);
+                *dst.add(i) = T::from_f32(y0);
+                *dst.add(pairs + i) = T::from_f32(y1);
+            }
         }
     }
 }
@@ -1177,6 +1242,32 @@ unsafe fn interleaved_block<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
     {
         return;
     }
+    // Heads of exactly one vector (half a step: rotary_dim 8 on AVX2, 16 on AVX-512): the
+    // rows in registers once per call, one load, formula and store per head. The general
+    // loop below reloaded its pointers and bounds from the stack per head: 128 heads at
+    // rotary_dim 8 took 1.0-1.07 µs per decode call on AVX2, 1.6x the portable tier's time
+    // (issue 18's rotary_dim sweep).
+    if cfg!(target_pointer_width = "64") && rotary_dim == S::LANES {
+        // SAFETY: both expanded rows hold rotary_dim == LANES initialised entries.
+        let (c, sn) = unsafe { (s.load(ccp), s.load(ssp)) };
+        let bytes = rotary_dim * core::mem::size_of::<T>();
+        let ahead = heads_ahead(bytes);
+        for h in 0..a.heads {
+            prefetch_range(
+                s,
+                a.prefetch,
+                a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
+                bytes,
+            );
+            // SAFETY: head `h` is in bounds for both pointers (RotateFn contract), and its
+            // 0..rotary_dim is one vector; the load precedes the store.
+            unsafe {
+                let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
+                T::store(s, dst, interleaved_formula(s, T::load(s, src), c, sn));
+            }
+        }
+        return;
+    }
     // As in `half_split_dir`: heads without an overlapping tail get a loop without one.
     if !rotary_dim.is_multiple_of(S::LANES) && rotary_dim >= S::LANES {
         // SAFETY: forwarded from the caller; the rows are the call's, expanded.
@@ -1293,15 +1384,18 @@ unsafe fn interleaved_block_in<S: Simd, T: SimdElement, const OVERLAP: bool>(
             // SAFETY: rotary_dim - lanes .. rotary_dim is in the head.
             unsafe { T::store(s, dst.add(rotary_dim - lanes), y) };
         } else if tail != 0 {
-            // SAFETY: body..rotary_dim is in the head and initialised in cc/ss; the pads
-            // hold a full vector each.
-            unsafe {
-                let x = Pad::read(src.add(body), tail);
-                let c = Pad::read(ccp.add(body), tail);
-                let sn = Pad::read(ssp.add(body), tail);
-                let mut y = Pad([T::default(); 2 * MAX_LANES]);
-                T::store(s, y.0.as_mut_ptr(), interleaved_vec(s, x.0.as_ptr(), c.0.as_ptr(), sn.0.as_ptr()));
-                y.write(dst.add(body), tail);
+            // A head shorter than one vector: pair by pair with the oracle's own formula, as
+            // in `half_split_head` (the padded copies made rotary_dim 2 on AVX2 7x slower
+            // than on the portable tier).
+            for i in body / 2..pairs {
+                // SAFETY: 2 i + 1 < rotary_dim: the pair lies in the head, the rows hold
+                // `pairs` entries; each pair is read before it is written.
+                unsafe {
+                    let (x0, x1) = ((*src.add(2 * i)).to_f32(), (*src.add(2 * i + 1)).to_f32());
+                    let (y0, y1) = rotate_pair(x0, x1, a.cos[i], a.sin[i], a.inverse);
+                    *dst.add(2 * i) = T::from_f32(y0);
+                    *dst.add(2 * i + 1) = T::from_f32(y1);
+                }
             }
         }
     }
@@ -1417,15 +1511,17 @@ unsafe fn interleaved_words_in<S: Simd, const INVERSE: bool, const OVERLAP: bool
             // SAFETY: elements 2 (pairs - lanes) .. rotary_dim are in the head.
             unsafe { store_words(s, dst.add(2 * (pairs - lanes)), y0, y1) };
         } else if tail != 0 {
-            // SAFETY: the last `tail` pairs and row entries are in bounds; the pads hold two
-            // vectors of elements and of row entries.
-            unsafe {
-                let x = Pad::read(src.add(2 * body), 2 * tail);
-                let c = Pad::read(cos.add(body), tail);
-                let sn = Pad::read(sin.add(body), tail);
-                let mut y = Pad([bf16::ZERO; 2 * MAX_LANES]);
-                words_step::<S, INVERSE>(s, x.0.as_ptr(), y.0.as_mut_ptr(), c.0.as_ptr(), sn.0.as_ptr());
-                y.write(dst.add(2 * body), 2 * tail);
+            // A head shorter than one vector: pair by pair with the oracle's own formula, as
+            // in `half_split_head` (padded copies in and out cost ~47 ns per head).
+            for i in body..pairs {
+                // SAFETY: 2 i + 1 < rotary_dim: the pair lies in the head, the rows hold
+                // `pairs` entries; each pair is read before it is written.
+                unsafe {
+                    let (x0, x1) = ((*src.add(2 * i)).to_f32(), (*src.add(2 * i + 1)).to_f32());
+                    let (y0, y1) = rotate_pair(x0, x1, *cos.add(i), *sin.add(i), INVERSE);
+                    *dst.add(2 * i) = <bf16 as Element>::from_f32(y0);
+                    *dst.add(2 * i + 1) = <bf16 as Element>::from_f32(y1);
+                }
             }
         }
     }
