@@ -255,6 +255,14 @@ fn prefetch_range<S: Simd>(s: S, on: bool, p: *const u8, bytes: usize) {
     }
 }
 
+/// Prefetches `bytes` of head `h + ahead` of `a` when the call streams (`a.prefetch`).
+/// Wrapping: past the call's heads it is only a hint.
+#[inline(always)]
+fn prefetch_head<S: Simd, T>(s: S, a: &RotateArgs<'_, T>, h: usize, ahead: usize, bytes: usize) {
+    let p = a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride));
+    prefetch_range(s, a.prefetch, p.cast(), bytes);
+}
+
 /// How far ahead the kernels prefetch: the head at least this many bytes of rotated
 /// elements ahead (eight heads of 128 f32), and at least the next head. 2 KB was slower on
 /// the long shape; 8 KB and 16 KB were no faster.
@@ -868,12 +876,7 @@ unsafe fn half_split_whole<S: Simd, T: SimdElement, const INVERSE: bool, const N
     // as a closure, shared by the two, cost AVX2 decode 8% more instructions (Llama 3.1,
     // callgrind: 6,640 against 6,150 per call).
     for h in 0..a.heads {
-        prefetch_range(
-            s,
-            a.prefetch,
-            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
-            bytes,
-        );
+        prefetch_head(s, a, h, ahead, bytes);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract), and vector j
         // of each half lies in its 0..rotary_dim.
         unsafe {
@@ -918,12 +921,7 @@ unsafe fn half_split_overlap<S: Simd, T: SimdElement, const INVERSE: bool, const
     let bytes = 2 * pairs * core::mem::size_of::<T>();
     let ahead = heads_ahead(bytes);
     for h in 0..a.heads {
-        prefetch_range(
-            s,
-            a.prefetch,
-            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
-            bytes,
-        );
+        prefetch_head(s, a, h, ahead, bytes);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract); every vector
         // below lies in 0..pairs of its half; the last vector is loaded before any store.
         unsafe {
@@ -959,12 +957,7 @@ unsafe fn half_split_heads<S: Simd, T: SimdElement, const INVERSE: bool, const O
     let bytes = 2 * a.cos.len() * core::mem::size_of::<T>();
     let ahead = heads_ahead(bytes);
     for h in 0..a.heads {
-        prefetch_range(
-            s,
-            a.prefetch,
-            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
-            bytes,
-        );
+        prefetch_head(s, a, h, ahead, bytes);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         unsafe {
             let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
@@ -1130,12 +1123,7 @@ unsafe fn half_split_words_in<S: Simd, const INVERSE: bool, const OVERLAP: bool>
     let rows = [&ce, &co, &se, &so].map(|r| r.0.as_ptr().cast::<f32>());
     let ahead = heads_ahead(4 * pairs);
     for h in 0..a.heads {
-        prefetch_range(
-            s,
-            a.prefetch,
-            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
-            4 * pairs,
-        );
+        prefetch_head(s, a, h, ahead, 4 * pairs);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract); each block
         // covers elements i .. i + 2 lanes of both halves, i + 2 lanes <= blocks <= pairs,
         // and row entries i / 2 .. i / 2 + lanes < blocks / 2, all initialised.
@@ -1253,12 +1241,7 @@ unsafe fn interleaved_block<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
         let bytes = rotary_dim * core::mem::size_of::<T>();
         let ahead = heads_ahead(bytes);
         for h in 0..a.heads {
-            prefetch_range(
-                s,
-                a.prefetch,
-                a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
-                bytes,
-            );
+            prefetch_head(s, a, h, ahead, bytes);
             // SAFETY: head `h` is in bounds for both pointers (RotateFn contract), and its
             // 0..rotary_dim is one vector; the load precedes the store.
             unsafe {
@@ -1308,12 +1291,7 @@ unsafe fn interleaved_whole<S: Simd, T: SimdElement, const NV: usize>(
     let bytes = rotary_dim * core::mem::size_of::<T>();
     let ahead = heads_ahead(bytes);
     for h in 0..a.heads {
-        prefetch_range(
-            s,
-            a.prefetch,
-            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
-            bytes,
-        );
+        prefetch_head(s, a, h, ahead, bytes);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract), and step j's
         // two vectors lie in its 0..rotary_dim; both loads of a step precede its stores.
         unsafe {
@@ -1349,12 +1327,7 @@ unsafe fn interleaved_block_in<S: Simd, T: SimdElement, const OVERLAP: bool>(
     let bytes = rotary_dim * core::mem::size_of::<T>();
     let ahead = heads_ahead(bytes);
     for h in 0..a.heads {
-        prefetch_range(
-            s,
-            a.prefetch,
-            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
-            bytes,
-        );
+        prefetch_head(s, a, h, ahead, bytes);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         // A partial last vector: the vector ending at rotary_dim (pair-aligned: both even),
@@ -1484,12 +1457,7 @@ unsafe fn interleaved_words_in<S: Simd, const INVERSE: bool, const OVERLAP: bool
     let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
     let ahead = heads_ahead(4 * pairs);
     for h in 0..a.heads {
-        prefetch_range(
-            s,
-            a.prefetch,
-            a.src.wrapping_add(h.wrapping_add(ahead).wrapping_mul(a.src_head_stride)).cast(),
-            4 * pairs,
-        );
+        prefetch_head(s, a, h, ahead, 4 * pairs);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         // A partial last vector: the one ending at the last pair, rotated before the head's
