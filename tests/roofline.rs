@@ -16,7 +16,7 @@ fn rooflines_touch_exactly_their_rows() {
         let lens: Vec<usize> = if cfg!(miri) {
             vec![0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 47, 64, 256]
         } else {
-            (0..=70).chain([80, 96, 112, 128, 160, 192, 256, 384, 512, 513]).collect()
+            (0..=70).chain([80, 96, 112, 128, 160, 192, 224, 256, 384, 512, 513]).collect()
         };
         for &row_len in &lens {
             for (off, prefetch) in [(0usize, false), (1, true), (3, false), (16, true)] {

@@ -35,8 +35,9 @@
 //! (issue 18: no tail cliff). It is loaded and rotated before the head's first store, so in
 //! place it reads only unmodified elements, and stored last: the shared lanes get the same
 //! values twice (same inputs, same operations). Only a head shorter than one vector
-//! ([`pads`]; the AVX-512 tier runs those on the AVX2 width) is copied into zero-padded
-//! stack buffers, run through the same vector step, and the live lanes copied back. Each head loop
+//! ([`pads`]; the AVX-512 tier runs those on the AVX2 width, AVX2 on 4 lanes) is rotated pair
+//! by pair with the oracle's own formula ([`scalar::rotate_pair`](super::scalar::rotate_pair)),
+//! the same bits by definition. Each head loop
 //! prefetches the head about [`PREFETCH_BYTES`] ahead ([`Simd::prefetch`]; a no-op where a
 //! tier has none), which keeps long, memory-bound calls streaming.
 
@@ -612,9 +613,9 @@ unsafe fn interleaved_step<S: Simd, T: SimdElement>(
 }
 
 /// Whether a call on `lanes`-lane vectors has heads shorter than one vector with a partial
-/// vector left over, which only the zero-padded stack buffers can handle (slow: a copy in
-/// and out per head). Every other tail overlaps the head's last whole vector. The AVX-512
-/// tier runs such calls on the AVX2 width instead (same operations, same bits).
+/// vector left over, which the vector loops rotate pair by pair in scalar code. Every other
+/// tail overlaps the head's last whole vector. The AVX-512 tier runs such calls on the AVX2
+/// width instead, and AVX2 on 4 lanes (same operations, same bits).
 #[inline(always)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn pads<T: SimdElement>(lanes: usize, a: &RotateArgs<'_, T>) -> bool {
@@ -1001,8 +1002,8 @@ unsafe fn half_split_last<S: Simd, T: SimdElement, const INVERSE: bool>(
 
 /// `HalfSplit` on pairs `start..` of one head (`src`/`dst` point at element 0). A last
 /// partial vector is `last` ([`half_split_last`], computed before the head's first store)
-/// stored over the end of the head, or without one (a head shorter than a vector) goes
-/// through zero-padded stack buffers.
+/// stored over the end of the head, or without one (a head shorter than a vector) is
+/// rotated pair by pair with the oracle's formula.
 ///
 /// # Safety
 /// `src` and `dst` are one head of a [`RotateArgs`] (its contract) with `cos.len()` pairs;
