@@ -822,7 +822,7 @@ unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: 
     if cfg!(target_pointer_width = "64")
         && pairs.is_multiple_of(S::LANES)
         // SAFETY: forwarded from the caller; `pairs == NV * S::LANES`.
-        && whole_vectors!(pairs / S::LANES, NV => unsafe { half_split_whole::<S, T, INVERSE, NV>(s, a) })
+        && whole_vectors!(pairs / S::LANES, NV => unsafe { half_split_whole::<S, T, INVERSE, NV, false>(s, a) })
     {
         return;
     }
@@ -834,7 +834,7 @@ unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: 
         && pairs > S::LANES
         && !pairs.is_multiple_of(S::LANES)
         // SAFETY: forwarded from the caller; `(NV - 1) * S::LANES < pairs < NV * S::LANES`.
-        && whole_vectors!(pairs.div_ceil(S::LANES), NV => unsafe { half_split_overlap::<S, T, INVERSE, NV>(s, a) })
+        && whole_vectors!(pairs.div_ceil(S::LANES), NV => unsafe { half_split_whole::<S, T, INVERSE, NV, true>(s, a) })
     {
         return;
     }
@@ -852,24 +852,40 @@ unsafe fn half_split_dir<S: Simd, T: SimdElement, const INVERSE: bool>(s: S, a: 
     }
 }
 
-/// The head loop of [`half_split_dir`] for heads of exactly `NV` vectors of pairs: the
-/// row's `NV` cos and sin vectors loaded before the loop (every head of a call shares the
-/// row), each head `NV` steps of the same operations as [`half_split_head`], unrolled.
+/// The head loop of [`half_split_dir`] for heads of `NV` vectors of pairs: the row's `NV`
+/// cos and sin vectors loaded before the loop (every head of a call shares the row), each
+/// head `NV` steps of the same operations as [`half_split_head`], unrolled. With `OVERLAP`
+/// the last vector starts at `pairs - LANES` and overlaps the one before: it is rotated
+/// first and stored last (as [`half_split_last`]; the shared lanes get the same values
+/// twice).
 ///
 /// # Safety
-/// As [`rotate`]; `INVERSE == a.inverse`; `a.cos.len() == NV * S::LANES`.
+/// As [`rotate`]; `INVERSE == a.inverse`; `a.cos.len() == NV * S::LANES`, or with `OVERLAP`
+/// `(NV - 1) * S::LANES < a.cos.len() < NV * S::LANES`.
 #[inline(always)]
-unsafe fn half_split_whole<S: Simd, T: SimdElement, const INVERSE: bool, const NV: usize>(
+unsafe fn half_split_whole<
+    S: Simd,
+    T: SimdElement,
+    const INVERSE: bool,
+    const NV: usize,
+    const OVERLAP: bool,
+>(
     s: S,
     a: &RotateArgs<'_, T>,
 ) {
     let lanes = S::LANES;
-    let pairs = NV * lanes;
+    // Whole heads: a compile-time length, so every offset below is a constant.
+    let pairs = if OVERLAP { a.cos.len() } else { NV * lanes };
     debug_assert!(a.cos.len() == pairs && a.sin.len() == pairs);
+    debug_assert!(if OVERLAP { (NV - 1) * lanes < pairs && pairs < NV * lanes } else { true });
+    // Vector j's first pair: j * lanes, the last one's `pairs - lanes` (the same for whole
+    // heads; overlapping the one before otherwise).
+    let last = pairs - lanes;
     let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
     let rows: [(S::V, S::V); NV] = core::array::from_fn(|j| {
-        // SAFETY: vector j covers pairs j * lanes .. (j + 1) * lanes of the rows.
-        unsafe { row_vectors::<S, INVERSE>(s, cos.add(j * lanes), sin.add(j * lanes)) }
+        let i = if j + 1 == NV { last } else { j * lanes };
+        // SAFETY: i + lanes <= pairs: vector j lies in the rows.
+        unsafe { row_vectors::<S, INVERSE>(s, cos.add(i), sin.add(i)) }
     });
     let bytes = 2 * pairs * core::mem::size_of::<T>();
     let ahead = heads_ahead(bytes);
@@ -878,11 +894,20 @@ unsafe fn half_split_whole<S: Simd, T: SimdElement, const INVERSE: bool, const N
     // callgrind: 6,640 against 6,150 per call).
     for h in 0..a.heads {
         prefetch_head(s, a, h, ahead, bytes);
-        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract), and vector j
-        // of each half lies in its 0..rotary_dim.
+        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract), and every
+        // vector below lies in 0..pairs of its half; with OVERLAP the last vector is loaded
+        // before any store (as `half_split_last`), so in place it reads unmodified elements.
         unsafe {
             let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
-            for (j, &(c, sn)) in rows.iter().enumerate() {
+            let y = if OVERLAP {
+                let (c, sn) = rows[NV - 1];
+                let (x0, x1) = (T::load(s, src.add(last)), T::load(s, src.add(pairs + last)));
+                Some([s.sub(s.mul(x0, c), s.mul(x1, sn)), s.add(s.mul(x1, c), s.mul(x0, sn))])
+            } else {
+                None
+            };
+            let stepped = if OVERLAP { NV - 1 } else { NV };
+            for (j, &(c, sn)) in rows.iter().enumerate().take(stepped) {
                 let i = j * lanes;
                 half_split_vectors::<S, T, T>(
                     s,
@@ -892,55 +917,9 @@ unsafe fn half_split_whole<S: Simd, T: SimdElement, const INVERSE: bool, const N
                     sn,
                 );
             }
-        }
-    }
-}
-
-/// [`half_split_whole`] for heads of `NV` vectors of pairs the last of which overlaps the
-/// one before (`(NV - 1) * LANES < pairs < NV * LANES`): the rows' vectors at offsets
-/// `0, LANES, .., (NV - 2) * LANES` and `pairs - LANES` loaded once per call; per head the
-/// last vector rotated first (before any store, as [`half_split_last`]), then the others
-/// stepped, then the last stored over the end of each half. The operations per lane are
-/// those of [`half_split_head`].
-///
-/// # Safety
-/// As [`rotate`]; `INVERSE == a.inverse`; `(NV - 1) * S::LANES < a.cos.len() < NV * S::LANES`.
-#[inline(always)]
-unsafe fn half_split_overlap<S: Simd, T: SimdElement, const INVERSE: bool, const NV: usize>(
-    s: S,
-    a: &RotateArgs<'_, T>,
-) {
-    let (lanes, pairs) = (S::LANES, a.cos.len());
-    debug_assert!((NV - 1) * lanes < pairs && pairs < NV * lanes && a.sin.len() == pairs);
-    let last = pairs - lanes;
-    let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
-    let rows: [(S::V, S::V); NV] = core::array::from_fn(|j| {
-        let i = if j + 1 == NV { last } else { j * lanes };
-        // SAFETY: i + lanes <= pairs: inside the rows.
-        unsafe { row_vectors::<S, INVERSE>(s, cos.add(i), sin.add(i)) }
-    });
-    let bytes = 2 * pairs * core::mem::size_of::<T>();
-    let ahead = heads_ahead(bytes);
-    for h in 0..a.heads {
-        prefetch_head(s, a, h, ahead, bytes);
-        // SAFETY: head `h` is in bounds for both pointers (RotateFn contract); every vector
-        // below lies in 0..pairs of its half; the last vector is loaded before any store.
-        unsafe {
-            let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
-            let (c, sn) = rows[NV - 1];
-            let (x0, x1) = (T::load(s, src.add(last)), T::load(s, src.add(pairs + last)));
-            let y = [s.sub(s.mul(x0, c), s.mul(x1, sn)), s.add(s.mul(x1, c), s.mul(x0, sn))];
-            for (j, &(c, sn)) in rows.iter().enumerate().take(NV - 1) {
-                let i = j * lanes;
-                half_split_vectors::<S, T, T>(
-                    s,
-                    [src.add(i), src.add(pairs + i)],
-                    [dst.add(i), dst.add(pairs + i)],
-                    c,
-                    sn,
-                );
+            if let Some(y) = y {
+                T::store2(s, [dst.add(last), dst.add(pairs + last)], y);
             }
-            T::store2(s, [dst.add(last), dst.add(pairs + last)], y);
         }
     }
 }
