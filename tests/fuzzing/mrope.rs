@@ -367,7 +367,8 @@ pub fn check_index(bytes: &[u8]) -> Outcome {
     }
     let corrupt = r.u8() < 40 && !types.is_empty();
     if corrupt {
-        let i = r.below(types.len());
+        // A sequence can hold more than 256 tokens: two bytes pick one.
+        let i = usize::from(r.u16()) % types.len();
         types[i] = r.u8() % 4;
     }
     let idx = MRopeIndex {
