@@ -70,16 +70,21 @@ gate_baseline_tree "${1:-HEAD}"
 bin=$target_dir/bench-gate
 mkdir -p "$bin"
 
-build() { # manifest, rustflags, package, binary, destination
-    echo "$gate_name: building $4 from ${1%/tools/gate/Cargo.toml}${2:+ with RUSTFLAGS+=$2}" >&2
+build() { # side, rustflags, package, binary, destination
+    gate_stage "$1"
+    echo "$gate_name: building $4 from the $1${2:+ with RUSTFLAGS+=$2}" >&2
     RUSTFLAGS=$(gate_rustflags "$2") CARGO_TARGET_DIR=$target_dir \
-        cargo build --quiet --release --target "$gate_host" --manifest-path "$1" -p "$3" --bin "$4" ||
-        gate_die "building $4 from $1 failed"
+        cargo build --quiet --release --target "$gate_host" --manifest-path "$stage_manifest" -p "$3" --bin "$4" ||
+        gate_die "building $4 from the $1 failed"
     cp "$target_dir/$gate_host/release/$4" "$5" || gate_die "copying $4 to $5 failed"
 }
-build "$harness_base" "" rope-gate-bench gate-bench "$bin/A"
-build "$harness_cand" "$CANDIDATE_RUSTFLAGS" rope-gate-bench gate-bench "$bin/B"
-build "$harness_cand" "" rope-gate-stat gate-stat "$bin/gate-stat"
+gate_lock
+build baseline "" rope-gate-bench gate-bench "$bin/A"
+build candidate "$CANDIDATE_RUSTFLAGS" rope-gate-bench gate-bench "$bin/B"
+build candidate "" rope-gate-stat gate-stat "$bin/gate-stat"
+if cmp -s "$bin/A" "$bin/B"; then
+    echo "$gate_name: A and B are the same executable, byte for byte" >&2
+fi
 A=$bin/A.run
 B=$bin/B.run
 # A new file with the contents of $1 at $2 (new pages in the page cache). Written beside

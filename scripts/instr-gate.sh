@@ -77,25 +77,26 @@ gate_baseline_tree "${1:-HEAD}"
 out=$target_dir/instr
 mkdir -p "$out"
 
-echo "$gate_name: building gate-stat" >&2
-RUSTFLAGS=$(gate_rustflags) CARGO_TARGET_DIR=$target_dir \
-    cargo build --quiet --release --target "$gate_host" --manifest-path "$harness_cand" -p rope-gate-stat --bin gate-stat ||
-    gate_die "building gate-stat failed"
-cp "$target_dir/$gate_host/release/gate-stat" "$out/gate-stat"
+gate_lock
 
-count() { # manifest, rustflags, name
-    echo "$gate_name: counting $3 (${1%/tools/gate/Cargo.toml})${2:+ with RUSTFLAGS+=$2}" >&2
+count() { # side, rustflags, name
+    gate_stage "$1"
+    echo "$gate_name: counting $3 (the $1)${2:+ with RUSTFLAGS+=$2}" >&2
     rm -rf "$out/home-$3"
     RUSTFLAGS=$(gate_rustflags "$2") CARGO_TARGET_DIR=$target_dir GUNGRAUN_HOME=$out/home-$3 \
-        cargo bench --quiet --target "$gate_host" --manifest-path "$1" -p rope-gate-bench --bench instr -- --output-format=json \
+        cargo bench --quiet --target "$gate_host" --manifest-path "$stage_manifest" -p rope-gate-bench --bench instr -- --output-format=json \
         > "$out/$3.json" 2> "$out/$3.log" || {
         tail -n 30 "$out/$3.log" >&2
         gate_die "the $3 suite failed (log: $out/$3.log)"
     }
 }
-count "$harness_base" "" A
-count "$harness_cand" "$CANDIDATE_RUSTFLAGS" B
-# The suite lists its benchmarks by hand: it must name every case of the harness.
+count baseline "" A
+count candidate "$CANDIDATE_RUSTFLAGS" B
+echo "$gate_name: building gate-stat" >&2
+RUSTFLAGS=$(gate_rustflags) CARGO_TARGET_DIR=$target_dir \
+    cargo build --quiet --release --target "$gate_host" --manifest-path "$stage_manifest" -p rope-gate-stat --bin gate-stat ||
+    gate_die "building gate-stat failed"
+cp "$target_dir/$gate_host/release/gate-stat" "$out/gate-stat"
 want=$(grep -oE '^ *(case|tail)\("[^"]+"' tools/gate/bench/src/lib.rs | sed -E 's/.*"(.*)"/\1/; s/\//_/g' | sort)
 have=$(grep -oE '"id": *"[^"]+"' "$out/B.json" | sed -E 's/.*"([^"]+)"$/\1/' | sort)
 [[ $want == "$have" ]] || gate_die "tools/gate/bench/benches/instr.rs does not bench exactly the cases of tools/gate/bench/src/lib.rs: $(comm -3 <(echo "$want") <(echo "$have") | tr -d '\t' | tr '\n' ' ')"
