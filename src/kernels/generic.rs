@@ -633,6 +633,17 @@ pub(crate) fn pads<T: SimdElement>(lanes: usize, a: &RotateArgs<'_, T>) -> bool 
 /// The contract of [`RotateFn`](super::RotateFn); `s` proves the CPU supports its tier.
 #[inline(always)]
 pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
+    // SAFETY: forwarded.
+    unsafe { rotate_in::<S, T, 0>(s, a) }
+}
+
+/// [`rotate`] for one layout (`L` = 1: `HalfSplit`, 2: `Interleaved`, the caller has
+/// checked `a.layout`) or either (`L` = 0).
+///
+/// # Safety
+/// As [`rotate`]; `a.layout` is the one `L` names.
+#[inline(always)]
+pub(crate) unsafe fn rotate_in<S: Simd, T: SimdElement, const L: u8>(s: S, a: &RotateArgs<'_, T>) {
     // The tail buffers hold two vectors of every tier of this target.
     const { assert!(S::LANES <= MAX_LANES) };
     let pairs = a.cos.len();
@@ -656,7 +667,7 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
         // call is not split).
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         // SAFETY: heads h .. h + heads of the call.
-        unsafe { rotate_part(s, &RotateArgs { src, dst, heads, ..*a }) };
+        unsafe { rotate_part::<S, T, L>(s, &RotateArgs { src, dst, heads, ..*a }) };
         if by_head {
             // SAFETY: rotary_dim..head_dim lies in both heads (RotateFn contract); out of
             // place, source and destination do not overlap.
@@ -683,12 +694,12 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
 /// # Safety
 /// As [`rotate`].
 #[inline(always)]
-unsafe fn rotate_part<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
-    match a.layout {
+unsafe fn rotate_part<S: Simd, T: SimdElement, const L: u8>(s: S, a: &RotateArgs<'_, T>) {
+    match (L, a.layout) {
         // SAFETY: forwarded from the caller.
-        Layout::HalfSplit => unsafe { half_split(s, a) },
+        (1, _) | (0, Layout::HalfSplit) => unsafe { half_split(s, a) },
         // SAFETY: forwarded from the caller.
-        Layout::Interleaved => unsafe { interleaved(s, a) },
+        _ => unsafe { interleaved(s, a) },
     }
 }
 
@@ -882,11 +893,21 @@ unsafe fn half_split_whole<
     // heads; overlapping the one before otherwise).
     let last = pairs - lanes;
     let (cos, sin) = (a.cos.as_ptr(), a.sin.as_ptr());
-    let rows: [(S::V, S::V); NV] = core::array::from_fn(|j| {
-        let i = if j + 1 == NV { last } else { j * lanes };
-        // SAFETY: i + lanes <= pairs: vector j lies in the rows.
-        unsafe { row_vectors::<S, INVERSE>(s, cos.add(i), sin.add(i)) }
-    });
+    // A loop, not `core::array::from_fn`: a closure does not inherit this function's target
+    // features, so wherever the inliner left `from_fn` out of line (it did in one build of
+    // the gate bench: 6 calls per decode step, +20% instructions), every intrinsic in it
+    // became a call.
+    let mut rows = MaybeUninit::<[(S::V, S::V); NV]>::uninit();
+    let first = rows.as_mut_ptr().cast::<(S::V, S::V)>();
+    for j in 0..NV - 1 {
+        let i = j * lanes;
+        // SAFETY: i + lanes <= pairs: vector j lies in the rows; entry j < NV of `rows`.
+        unsafe { first.add(j).write(row_vectors::<S, INVERSE>(s, cos.add(i), sin.add(i))) };
+    }
+    // SAFETY: the last vector, `last..pairs`, lies in the rows; entry NV - 1 of `rows`.
+    unsafe { first.add(NV - 1).write(row_vectors::<S, INVERSE>(s, cos.add(last), sin.add(last))) };
+    // SAFETY: every one of the NV entries was written just above.
+    let rows = unsafe { rows.assume_init() };
     let bytes = 2 * pairs * core::mem::size_of::<T>();
     let ahead = heads_ahead(bytes);
     // The head loop of `half_split_heads`, written out again: one helper taking each head
@@ -1118,7 +1139,11 @@ unsafe fn half_split_words_in<S: Simd, const INVERSE: bool, const OVERLAP: bool>
             let mut i = 0;
             while i < blocks {
                 let r = i / 2;
-                let [ce, co, se, so] = rows.map(|p| s.load(p.add(r)));
+                // Written out, not `rows.map(..)`: a closure does not inherit the target
+                // features (see `half_split_whole`).
+                let [ce, co, se, so] = [rows[0], rows[1], rows[2], rows[3]];
+                let [ce, co, se, so] =
+                    [s.load(ce.add(r)), s.load(co.add(r)), s.load(se.add(r)), s.load(so.add(r))];
                 let (se, so) =
                     if INVERSE { (s.xor(se, s.splat(-0.0)), s.xor(so, s.splat(-0.0))) } else { (se, so) };
                 let (x0e, x0o) = s.load_bf16_pairs(src.add(i));
@@ -1257,17 +1282,10 @@ unsafe fn interleaved_whole<S: Simd, T: SimdElement, const NV: usize>(
     let lanes = S::LANES;
     let rotary_dim = 2 * NV * lanes;
     debug_assert!(2 * a.cos.len() == rotary_dim);
-    // Vectors 2j and 2j + 1 of the expanded rows: (cc, ss) of step j's two vectors.
-    let rows: [[(S::V, S::V); 2]; NV] = core::array::from_fn(|j| {
-        let o = 2 * j * lanes;
-        // SAFETY: o + 2 * lanes <= rotary_dim entries, all initialised by `expand_rows`.
-        unsafe {
-            [
-                (s.load(ccp.add(o)), s.load(ssp.add(o))),
-                (s.load(ccp.add(o + lanes)), s.load(ssp.add(o + lanes))),
-            ]
-        }
-    });
+    // The expanded rows are read again for every head (memory operands), not held in
+    // registers: NV steps of 4 vectors exceed the register file, and an array built once per
+    // call (`core::array::from_fn`, whose closure does not inherit the target features) cost
+    // interleaved decode 14% more instructions than these loads (AVX2, callgrind).
     let bytes = rotary_dim * core::mem::size_of::<T>();
     let ahead = heads_ahead(bytes);
     for h in 0..a.heads {
@@ -1276,8 +1294,10 @@ unsafe fn interleaved_whole<S: Simd, T: SimdElement, const NV: usize>(
         // two vectors lie in its 0..rotary_dim; both loads of a step precede its stores.
         unsafe {
             let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
-            for (j, &[(c0, s0), (c1, s1)]) in rows.iter().enumerate() {
+            for j in 0..NV {
                 let o = 2 * j * lanes;
+                let (c0, s0) = (s.load(ccp.add(o)), s.load(ssp.add(o)));
+                let (c1, s1) = (s.load(ccp.add(o + lanes)), s.load(ssp.add(o + lanes)));
                 let (x0, x1) = (T::load(s, src.add(o)), T::load(s, src.add(o + lanes)));
                 let y = [interleaved_formula(s, x0, c0, s0), interleaved_formula(s, x1, c1, s1)];
                 T::store2(s, [dst.add(o), dst.add(o + lanes)], y);

@@ -41,8 +41,23 @@ impl Neon {
 /// The contract of [`RotateFn`](crate::kernels::RotateFn).
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
-    // SAFETY: forwarded; NEON is baseline on aarch64.
-    unsafe { generic::rotate(Neon(()), a) }
+    match a.layout {
+        // SAFETY: forwarded.
+        crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, 1>(a) },
+        // SAFETY: forwarded.
+        crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, 2>(a) },
+    }
+}
+
+/// [`rotate`] for one layout, out of line (see `avx2::rotate_layout`).
+///
+/// # Safety
+/// As [`rotate`]; `a.layout` is the one `L` names.
+#[target_feature(enable = "neon")]
+#[inline(never)]
+unsafe fn rotate_layout<T: SimdElement, const L: u8>(a: &RotateArgs<'_, T>) {
+    // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
+    unsafe { generic::rotate_in::<_, _, L>(Neon(()), a) }
 }
 
 /// # Safety

@@ -95,8 +95,23 @@ pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
         // this tier); the rest is forwarded.
         return unsafe { rotate_narrow(a) };
     }
+    match a.layout {
+        // SAFETY: forwarded.
+        crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, 1>(a) },
+        // SAFETY: forwarded.
+        crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, 2>(a) },
+    }
+}
+
+/// [`rotate`] for one layout, out of line (see `avx2::rotate_layout`).
+///
+/// # Safety
+/// As [`rotate`]; `a.layout` is the one `L` names.
+#[target_feature(enable = "avx512f")]
+#[inline(never)]
+unsafe fn rotate_layout<T: SimdElement, const L: u8>(a: &RotateArgs<'_, T>) {
     // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
-    unsafe { generic::rotate(Avx512::new_unchecked(), a) }
+    unsafe { generic::rotate_in::<_, _, L>(Avx512::new_unchecked(), a) }
 }
 
 /// [`rotate`] for heads shorter than 16 lanes: the AVX2 entry point, out of line (a second
@@ -119,6 +134,19 @@ pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows
         return unsafe { super::avx2::rotate_rows(a, cos_rows, sin_rows) };
     }
     // SAFETY: as in `rotate`.
+    unsafe { rotate_rows_wide(a, cos_rows, sin_rows) }
+}
+
+/// [`rotate_rows`] on this tier's 16 lanes, out of line so that its frame and that of the
+/// AVX2 fallback are siblings, not nested: in a debug build each holds every inlined kernel's
+/// locals (1.4 and 0.8 MB), and nested they overflowed a test thread's 2 MB stack.
+///
+/// # Safety
+/// As [`rotate_rows`].
+#[target_feature(enable = "avx512f")]
+#[inline(never)]
+unsafe fn rotate_rows_wide<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+    // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
     unsafe { generic::rotate_rows(Avx512::new_unchecked(), a, cos_rows, sin_rows) }
 }
 
