@@ -1266,9 +1266,9 @@ unsafe fn interleaved_block<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
     }
 }
 
-/// [`interleaved_block`] for heads of exactly `NV` steps of two vectors: the expanded rows'
-/// `4 * NV` vectors loaded once per call (every head of a call shares the row), each head
-/// `NV` steps of [`interleaved_step`]'s operations, unrolled.
+/// [`interleaved_block`] for heads of exactly `NV` steps of two vectors: each head `NV` steps
+/// of [`interleaved_step`]'s operations, unrolled, reading the expanded rows' vectors (every
+/// head of a call shares them) for every head.
 ///
 /// # Safety
 /// As [`interleaved_block`], with `2 * a.cos.len() == 2 * NV * S::LANES`; `[ccp, ssp]` are
@@ -1291,7 +1291,9 @@ unsafe fn interleaved_whole<S: Simd, T: SimdElement, const NV: usize>(
     for h in 0..a.heads {
         prefetch_head(s, a, h, ahead, bytes);
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract), and step j's
-        // two vectors lie in its 0..rotary_dim; both loads of a step precede its stores.
+        // two vectors lie in its 0..rotary_dim; both loads of a step precede its stores; the
+        // rows' entries o..o + 2 * lanes lie in their rotary_dim entries, all initialised by
+        // `expand_rows`.
         unsafe {
             let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
             for j in 0..NV {
