@@ -1290,10 +1290,10 @@ unsafe fn interleaved_whole<S: Simd, T: SimdElement, const NV: usize>(
     let ahead = heads_ahead(bytes);
     for h in 0..a.heads {
         prefetch_head(s, a, h, ahead, bytes);
+        // Step j reads entries o..o + 2 * lanes < rotary_dim of the rows (all initialised by
+        // `expand_rows`) and of head `h`.
         // SAFETY: head `h` is in bounds for both pointers (RotateFn contract), and step j's
-        // two vectors lie in its 0..rotary_dim; both loads of a step precede its stores; the
-        // rows' entries o..o + 2 * lanes lie in their rotary_dim entries, all initialised by
-        // `expand_rows`.
+        // two vectors lie in its 0..rotary_dim; both loads of a step precede its stores.
         unsafe {
             let (src, dst) = (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride));
             for j in 0..NV {
