@@ -634,18 +634,30 @@ pub(crate) fn pads<T: SimdElement>(lanes: usize, a: &RotateArgs<'_, T>) -> bool 
 #[inline(always)]
 pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>) {
     // SAFETY: forwarded.
-    unsafe { rotate_in::<S, T, 0>(s, a) }
+    unsafe { rotate_in::<S, T, EITHER_LAYOUT>(s, a) }
 }
 
-/// [`rotate`] for one layout (`L` = 1: `HalfSplit`, 2: `Interleaved`, the caller has
-/// checked `a.layout`) or either (`L` = 0).
+/// The `L` of [`rotate_in`] that compiles both layouts' kernels and branches on `a.layout`.
+pub(crate) const EITHER_LAYOUT: u8 = 0;
+/// The `L` of [`rotate_in`] for `Layout::HalfSplit` only.
+pub(crate) const HALF_SPLIT: u8 = 1;
+/// The `L` of [`rotate_in`] for `Layout::Interleaved` only.
+pub(crate) const INTERLEAVED: u8 = 2;
+
+/// [`rotate`] for one layout ([`HALF_SPLIT`], [`INTERLEAVED`]: the caller has checked
+/// `a.layout`) or either ([`EITHER_LAYOUT`]).
 ///
 /// # Safety
 /// As [`rotate`]; `a.layout` is the one `L` names.
 #[inline(always)]
 pub(crate) unsafe fn rotate_in<S: Simd, T: SimdElement, const L: u8>(s: S, a: &RotateArgs<'_, T>) {
     // The tail buffers hold two vectors of every tier of this target.
-    const { assert!(S::LANES <= MAX_LANES) };
+    const { assert!(S::LANES <= MAX_LANES && L <= INTERLEAVED) };
+    debug_assert!(match L {
+        HALF_SPLIT => a.layout == Layout::HalfSplit,
+        INTERLEAVED => a.layout == Layout::Interleaved,
+        _ => true,
+    });
     let pairs = a.cos.len();
     let rotary_dim = 2 * pairs;
     debug_assert!(a.sin.len() == pairs && rotary_dim <= a.head_dim && rotary_dim <= MAX_ROTARY_DIM);
@@ -697,7 +709,7 @@ pub(crate) unsafe fn rotate_in<S: Simd, T: SimdElement, const L: u8>(s: S, a: &R
 unsafe fn rotate_part<S: Simd, T: SimdElement, const L: u8>(s: S, a: &RotateArgs<'_, T>) {
     match (L, a.layout) {
         // SAFETY: forwarded from the caller.
-        (1, _) | (0, Layout::HalfSplit) => unsafe { half_split(s, a) },
+        (HALF_SPLIT, _) | (EITHER_LAYOUT, Layout::HalfSplit) => unsafe { half_split(s, a) },
         // SAFETY: forwarded from the caller.
         _ => unsafe { interleaved(s, a) },
     }

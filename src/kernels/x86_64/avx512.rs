@@ -97,9 +97,9 @@ pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
     }
     match a.layout {
         // SAFETY: forwarded.
-        crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, 1>(a) },
+        crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
         // SAFETY: forwarded.
-        crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, 2>(a) },
+        crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
     }
 }
 
