@@ -21,7 +21,10 @@
 //! (`rope_kernels::__bench::convert_rows`, `today_kernel`; the q8_0 row only has this one).
 //! `k_bf16` also times the two passes of `today_kernel` alone (`rope_only`, `convert_only`).
 //! `decode8` also has `no_cache`: the 8 plain decode calls alone, writing no cache (the fused
-//! call should be within 1.15× of it).
+//! call should be within 1.15× of it), and `convert_only`: the k and v of the 8 tokens
+//! converted to bf16 without rotation into consecutive rows (two strided calls), the
+//! rounding work that the append adds to `no_cache` at its cheapest, so that
+//! `(no_cache + convert_only) / no_cache` shows what the fused row can approach.
 //!
 //! Run: `cargo bench --bench layer -- --warm-up-time 1 --measurement-time 2`; set
 //! `LAYER_FUSED_FIRST=1` to put the fused row first in each group (alternate runs to see drift).
@@ -331,6 +334,11 @@ fn decode(c: &mut Criterion, tier: Tier) {
     let (mut kc2, mut vc2) = (kc.clone(), kc.clone());
     let kpass = Pass { tier, set: ks, tokens: SEQS, slots: &slots, layout };
     let vpass = Pass { tier, set: vs, ..kpass };
+    // `convert_only`: the rounding work the append adds to `no_cache`, at its cheapest: k and
+    // v of the 8 tokens converted (not rotated) into 8 consecutive rows, one strided call each.
+    let consecutive: Vec<usize> = (0..SEQS).collect();
+    let kconv = Pass { slots: &consecutive, ..kpass };
+    let vconv = Pass { set: vs, ..kconv };
     let qk_view = View { heads: QH + KVH, ..qs.view(1) };
     let calls = |x: &mut [f32]| {
         for (i, &p) in starts.iter().enumerate() {
@@ -347,11 +355,16 @@ fn decode(c: &mut Criterion, tier: Tier) {
         "8 x (q 8 x 32 + k 14 x 8 + v 6 x 8) / 8 x (q 8 x 32 + k 6 x 8 + v 6 x 8) = 1.18; \
          no_cache moves 8 x (8 x 40) (fused within 1.15x of it is the target)",
         SEQS * WIDTH,
-        &[Row::NoCache, Row::TodayHalf, Row::TodayKernel, Row::Fused],
+        &[Row::ConvertOnly, Row::NoCache, Row::TodayHalf, Row::TodayKernel, Row::Fused],
         |label| match label {
             Row::NoCache => {
                 calls(&mut c0);
                 black_box(&c0);
+            }
+            Row::ConvertOnly => {
+                kconv.kernel(&c0, &mut kc);
+                vconv.kernel(&c0, &mut vc);
+                black_box((&kc, &vc));
             }
             Row::TodayHalf => {
                 calls(&mut a);
