@@ -91,9 +91,10 @@ impl Pass<'_> {
     /// consecutive (prefill), else one call per token (decode scatter).
     fn kernel<O: CacheElement>(&self, qkv: &[f32], cache: &mut [O]) {
         let consecutive = self.slots.windows(2).all(|w| w[1] == w[0] + 1);
-        let runs: Vec<(usize, usize)> =
-            if consecutive { vec![(0, self.tokens)] } else { (0..self.tokens).map(|t| (t, 1)).collect() };
-        for (t0, n) in runs {
+        // Runs `(first token, tokens)`: one of all tokens, or one per token (no allocation
+        // in the timed loop).
+        let (runs, n) = if consecutive { (1, self.tokens) } else { (self.tokens, 1) };
+        for t0 in (0..runs).map(|r| r * n) {
             let r = ConvertRows {
                 tokens: n,
                 heads: self.set.heads,

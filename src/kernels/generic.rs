@@ -152,6 +152,20 @@ pub(crate) trait Simd: Copy {
     /// # Safety
     /// `p .. p + LANES` is valid for writes.
     unsafe fn store_bf16(self, p: *mut bf16, v: Self::V);
+    /// [`Simd::store_bf16`] of `v0` at `p` and of `v1` at `p + LANES` (the same bits), which
+    /// a tier may do in one store (AVX2: one pack and one 32-byte store instead of two
+    /// extract-and-pack 16-byte ones). Both have no NaN but the canonical one.
+    ///
+    /// # Safety
+    /// `p .. p + 2 * LANES` is valid for writes.
+    #[inline(always)]
+    unsafe fn store_bf16_run2(self, p: *mut bf16, v0: Self::V, v1: Self::V) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.store_bf16(p, v0);
+            self.store_bf16(p.add(Self::LANES), v1);
+        }
+    }
     /// Loads `LANES` interleaved bf16 pairs (`2 * LANES` elements) and widens them to
     /// `(x0, x1)`. A pair is the 32-bit word `x1 << 16 | x0`, so `x0 = word << 16` and
     /// `x1 = word & 0xFFFF_0000`: no shuffle. The x86-64 and NEON tiers (little-endian
@@ -385,6 +399,18 @@ pub(crate) trait SimdElement: Element {
             Self::store_canonical(s, p1, v1);
         }
     }
+
+    /// [`SimdElement::store2`] to `p` and `p + S::LANES` (one run of `2 * S::LANES`
+    /// elements; the same bits), through the tier's one-store path where it has one
+    /// ([`Simd::store_bf16_run2`]).
+    ///
+    /// # Safety
+    /// `p .. p + 2 * S::LANES` is valid for writes.
+    #[inline(always)]
+    unsafe fn store_run2<S: Simd>(s: S, p: *mut Self, v: [S::V; 2]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::store2(s, [p, p.add(S::LANES)], v) }
+    }
 }
 
 impl SimdElement for f32 {
@@ -430,6 +456,13 @@ impl SimdElement for bf16 {
     unsafe fn store_canonical<S: Simd>(s: S, p: *mut Self, v: S::V) {
         // SAFETY: forwarded from the caller.
         unsafe { s.store_bf16(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn store_run2<S: Simd>(s: S, p: *mut Self, [v0, v1]: [S::V; 2]) {
+        let (v0, v1) =
+            if s.any_nan(v0, v1) { (s.canonicalize_nan(v0), s.canonicalize_nan(v1)) } else { (v0, v1) };
+        // SAFETY: forwarded from the caller; both vectors are canonical.
+        unsafe { s.store_bf16_run2(p, v0, v1) }
     }
     #[inline(always)]
     fn round<S: Simd>(s: S, v: S::V) -> S::V {

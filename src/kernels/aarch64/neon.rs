@@ -245,6 +245,14 @@ impl Simd for Neon {
         }
     }
     #[inline(always)]
+    unsafe fn store_bf16_run2(self, p: *mut bf16, v0: float32x4_t, v1: float32x4_t) {
+        // SAFETY: the token proves NEON; the caller guarantees 8 writable bf16.
+        unsafe {
+            let lo = vshrn_n_u32::<16>(self.round_bf16(v0));
+            vst1q_u16(p.cast(), vshrn_high_n_u32::<16>(lo, self.round_bf16(v1)));
+        }
+    }
+    #[inline(always)]
     unsafe fn load_bf16_pairs(self, p: *const bf16) -> (float32x4_t, float32x4_t) {
         // SAFETY: the token proves NEON; the caller guarantees 8 readable bf16. The NEON
         // tier is little-endian only, so a pair is the word `x1 << 16 | x0`.

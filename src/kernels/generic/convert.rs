@@ -242,7 +242,7 @@ impl<S: Simd, O: SimdElement> Sink<S> for ElementSink<O> {
     #[inline(always)]
     unsafe fn put2(&mut self, s: S, e: usize, v: [S::V; 2]) {
         // SAFETY: the caller keeps e .. e + 2 LANES in the head.
-        unsafe { O::store2(s, [self.0.add(e), self.0.add(e + S::LANES)], v) }
+        unsafe { O::store_run2(s, self.0.add(e), v) }
     }
     #[inline(always)]
     unsafe fn put_one(&mut self, e: usize, x: f32) {
@@ -396,8 +396,12 @@ unsafe fn half_split_pairs<S: Simd, I: SimdElement, O: SimdElement, const INVERS
 ) {
     let (l, pairs) = (S::LANES, r.pairs);
     let mut i = 0;
-    // SAFETY: every step has i + l <= pairs.
+    // SAFETY: every step has i + 2 l <= pairs, or i + l <= pairs.
     unsafe {
+        while i + 2 * l <= pairs {
+            pair_step2::<S, I, O, INVERSE>(s, src, dst, r, i);
+            i += 2 * l;
+        }
         while i + l <= pairs {
             pair_step::<S, I, O, INVERSE>(s, src, dst, r, i);
             i += l;
@@ -431,6 +435,30 @@ unsafe fn pair_step<S: Simd, I: SimdElement, O: SimdElement, const INVERSE: bool
             c,
             sn,
         );
+    }
+}
+
+/// Pairs `i .. i + 2 * S::LANES` of a `HalfSplit` head, both members: the operations of two
+/// [`pair_step`]s, each half's `2 * S::LANES` results stored as one run
+/// ([`SimdElement::store_run2`]; the same bits).
+///
+/// # Safety
+/// As [`half_split_pairs`], with `i + 2 * S::LANES <= r.pairs`.
+#[inline(always)]
+unsafe fn pair_step2<S: Simd, I: SimdElement, O: SimdElement, const INVERSE: bool>(
+    s: S,
+    src: *const I,
+    dst: *mut O,
+    r: &Rows<'_>,
+    i: usize,
+) {
+    let (l, pairs) = (S::LANES, r.pairs);
+    // SAFETY: i + 2 LANES <= pairs: both halves' chunks lie in the head, the rows' in the rows.
+    unsafe {
+        let [y0a, y1a] = pair_values::<S, I, INVERSE>(s, src, r, i);
+        let [y0b, y1b] = pair_values::<S, I, INVERSE>(s, src, r, i + l);
+        O::store_run2(s, dst.add(i), [y0a, y0b]);
+        O::store_run2(s, dst.add(pairs + i), [y1a, y1b]);
     }
 }
 

@@ -304,6 +304,18 @@ impl Simd for Avx2 {
         }
     }
     #[inline(always)]
+    unsafe fn store_bf16_run2(self, p: *mut bf16, v0: __m256, v1: __m256) {
+        // SAFETY: see `splat`; the caller guarantees 16 writable bf16.
+        unsafe {
+            let r0 = _mm256_srli_epi32::<16>(self.round_bf16(v0));
+            let r1 = _mm256_srli_epi32::<16>(self.round_bf16(v1));
+            // Every lane is < 0x10000, so the unsigned saturating pack is exact; it packs
+            // within 128-bit halves (r0 lo, r1 lo, r0 hi, r1 hi), put in order by vpermq.
+            let packed = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(r0, r1));
+            _mm256_storeu_si256(p.cast(), packed);
+        }
+    }
+    #[inline(always)]
     fn prefetch(self, p: *const u8) {
         // SAFETY: `prefetcht0` never faults, whatever the address.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
