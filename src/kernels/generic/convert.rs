@@ -20,7 +20,9 @@
 //!
 //! # Outputs
 //! - f32, f16, bf16: each vector is stored through [`SimdElement::store2`] /
-//!   [`SimdElement::store`] (one rounding, NaN → canonical NaN).
+//!   [`SimdElement::store`] (one rounding, NaN → canonical NaN); two vectors of consecutive
+//!   elements through [`SimdElement::store_run2`] (the same bits, one store on AVX2 and
+//!   NEON for bf16).
 //! - `q8_0`: the values of up to [`CHUNK_BLOCKS`] blocks (across heads) are computed into
 //!   an aligned L1 buffer (segments clipped to each head's blocks), then quantized in three
 //!   passes ([`quantize_chunk`]) so that the blocks' chains overlap: `amax` per block by
@@ -381,9 +383,9 @@ impl<O: SimdElement> Heads<O> for ToElements {
     }
 }
 
-/// The `HalfSplit` pairs of one head (`pairs >= S::LANES`), both members of `S::LANES`
-/// pairs per step (one load of each input; the [`FIRST`] and [`SECOND`] formulas), the last
-/// step overlapping the previous one.
+/// The `HalfSplit` pairs of one head (`pairs >= S::LANES`), both members of `2 * S::LANES`
+/// pairs per step while they last ([`pair_step2`]), then of `S::LANES` (one load of each
+/// input; the [`FIRST`] and [`SECOND`] formulas), the last step overlapping the previous one.
 ///
 /// # Safety
 /// `src`, `dst` are a source and destination head of the call of `r`; `r.pairs >= S::LANES`.
