@@ -38,7 +38,7 @@ use core::mem::MaybeUninit;
 
 use half::{bf16, f16};
 
-use super::{expand_rows, half_split_vectors, row_vectors, Row, Simd, SimdElement, MAX_LANES};
+use super::{expand_rows, Row, Simd, SimdElement, MAX_LANES};
 use crate::element::Element;
 use crate::kernels::q8_0::{scale_of, BlockQ8_0, QK8_0};
 use crate::kernels::scalar::convert_value;
@@ -426,17 +426,10 @@ unsafe fn pair_step<S: Simd, I: SimdElement, O: SimdElement, const INVERSE: bool
     r: &Rows<'_>,
     i: usize,
 ) {
-    let pairs = r.pairs;
     // SAFETY: i + LANES <= pairs: both halves' chunks lie in the head, the rows' in the rows.
     unsafe {
-        let (c, sn) = row_vectors::<S, INVERSE>(s, r.cos.as_ptr().add(i), r.sin.as_ptr().add(i));
-        half_split_vectors::<S, I, O>(
-            s,
-            [src.add(i), src.add(pairs + i)],
-            [dst.add(i), dst.add(pairs + i)],
-            c,
-            sn,
-        );
+        let y = pair_values::<S, I, INVERSE>(s, src, r, i);
+        O::store2(s, [dst.add(i), dst.add(r.pairs + i)], y);
     }
 }
 
