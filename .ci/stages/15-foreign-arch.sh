@@ -6,8 +6,9 @@
 # targets.
 #
 # What runs, on each target: the lib unit tests and every integration test of the crate
-# but two (below), the C ABI's unit tests, and the C program (capi/tests/c_program.rs)
-# built with the cross gcc and run under qemu, against the static and the shared library.
+# but two (below), the C ABI's unit tests, and (s390x only) the C program
+# (capi/tests/c_program.rs) built with the cross gcc and run under qemu, against the static
+# and the shared library.
 # workspace-tests/tests/cross_arch.rs checks output bits against hashes computed on x86-64, and asserts
 # which tiers the target has (scalar and portable only: NEON reads a bf16 pair as one
 # little-endian word and exists only on little-endian aarch64).
@@ -62,16 +63,22 @@ for t in "${targets[@]}"; do
     # The target through the environment, not `--target`: the C program test runs
     # `cargo build -p rope-kernels-capi` itself, which must build the same target and profile.
     export CARGO_BUILD_TARGET=$target CARGO_PROFILE_DEV_OPT_LEVEL=1 CARGO_PROFILE_DEV_DEBUG=line-tables-only
-    cargo test -p rope-kernels --lib "${tests[@]}" -- \
-        --skip accuracy_check_fails_on_naive_f32_angle --skip exact_mode_accuracy
+    # One cargo command for the three packages, so the crate is compiled once for the
+    # target (three commands compiled it three times, with three feature sets). The C
+    # program on s390x only: riscv64 is little-endian LP64 like x86-64, where it runs
+    # natively (and cross_arch.rs checks the C ABI's bits on both targets).
+    c_program=()
+    [ "$arch" = s390x ] && c_program=(--test c_program)
     CC="$arch-linux-gnu-gcc" ROPE_CAPI_RUNNER="qemu-$arch -L /usr/$arch-linux-gnu" \
         ROPE_CAPI_REQUIRE_CC=1 ROPE_CAPI_NO_SANITIZERS=1 \
-        cargo test -p rope-kernels-capi --lib --test c_program -- --nocapture 2>&1 | tee "$log"
-    for want in "^test_capi_static: passed" "^test_capi_shared: passed"; do
-        grep -q "$want" "$log" || { echo "$target: the C program did not run ($want)" >&2; exit 1; }
-    done
-    # The same bits as x86-64 (Rust API and C ABI), uncaptured: its tier check is read below.
-    cargo test -p rope-kernels-workspace-tests --test cross_arch -- --nocapture --test-threads 1 2>&1 | tee "$log"
+        cargo test -p rope-kernels -p rope-kernels-capi -p rope-kernels-workspace-tests --lib "${tests[@]}" \
+        "${c_program[@]}" --test cross_arch -- --nocapture \
+        --skip accuracy_check_fails_on_naive_f32_angle --skip exact_mode_accuracy 2>&1 | tee "$log"
+    if [ "$arch" = s390x ]; then
+        for want in "^test_capi_static: passed" "^test_capi_shared: passed"; do
+            grep -q "$want" "$log" || { echo "$target: the C program did not run ($want)" >&2; exit 1; }
+        done
+    fi
     cargo test -p rope-kernels --test tiers -- --nocapture --test-threads 1 dispatcher_uses_reported_tier
     grep -q "target $arch (.*): tiers \[Scalar, Portable\]$" "$log" || {
         echo "$target: workspace-tests/tests/cross_arch.rs did not report the scalar and portable tiers" >&2

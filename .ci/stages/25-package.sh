@@ -17,15 +17,17 @@ crate="target/package/rope-kernels-$version.crate"
 test -s "$crate"
 echo "package: $(tar tzf "$crate" | wc -l) files in $crate"
 
-# A fixed directory outside the workspace: the test binaries in target/packaged embed its
-# path (CARGO_MANIFEST_DIR), and cargo may reuse them on a second run.
+# A fixed directory outside the workspace: the test binaries embed its path
+# (CARGO_MANIFEST_DIR), and cargo may reuse them on a second run.
 work="${TMPDIR:-/tmp}/rope-kernels-package-check"
 rm -rf "$work"
 mkdir -p "$work"
 tar xzf "$crate" -C "$work"
 echo "=== package: cargo test in the unpacked crate"
-# The workspace's target dir, so the dependencies built by earlier steps are reused.
-(cd "$work/rope-kernels-$version" && CARGO_TARGET_DIR="$root/target/packaged" cargo test)
+# The workspace's own target dir, so the dependencies built by the test step are reused
+# (the packaged crate has another path, hence other artefacts of its own; in a target dir of
+# its own every dependency was compiled again).
+(cd "$work/rope-kernels-$version" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}" cargo test)
 
 echo "=== package: --all-features builds"
 cargo build --workspace --all-features --all-targets

@@ -1,20 +1,15 @@
 #!/usr/bin/env bash
 # Issue 9 checks, standalone (the lead wires it into .ci/run): the `rayon` feature's tests
-# and lints, the no_std build with the chunk API, and a build of the peers comparison
-# (candle-nn; its own workspace, never built by the root `cargo test`) so that it does not
-# rot. The peers table needs a quiet machine and is not part of CI; the regression gates
-# and their test-only slowdown are checked by 60-gate.sh.
+# and a build of the peers comparison (candle-nn; its own workspace, never built by the root
+# `cargo test`) so that it does not rot. The peers table needs a quiet machine and is not
+# part of CI; the regression gates and their test-only slowdown are checked by 60-gate.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-rustup target add thumbv7em-none-eabihf
-rustup component add clippy
-
-# The rayon feature only adds `par_apply*` (src/rope/chunked/par.rs), which tests/parallel.rs
-# covers; the rest of the suite ran without it in the main test step.
-cargo test --features rayon --lib --test parallel
-cargo clippy --workspace --all-targets --features rayon -- -D warnings
-cargo build -p rope-kernels --no-default-features --target thumbv7em-none-eabihf
+# The rayon feature only adds `par_apply*` (src/rope/chunked/par.rs, no unit tests of its
+# own), which tests/parallel.rs covers; the rest of the suite ran without it in the main test
+# step, and .ci/run's clippy lints the workspace with it.
+cargo test --features rayon --test parallel
 cargo build --release --manifest-path benches/peers/Cargo.toml
 # One quick pass of the comparison: checks candle's outputs against rope-kernels first.
 PEERS_SAMPLES=1 cargo run --release --manifest-path benches/peers/Cargo.toml > /dev/null
