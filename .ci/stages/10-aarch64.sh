@@ -27,8 +27,8 @@ start=$SECONDS
 # only, as in 15-foreign-arch.sh: the stage (build included) went from 686 s to 383 s.
 # Not run here, to keep CI inside its time: the C program tests (capi/tests/c_program.rs,
 # ~180 s under qemu with their two extra library builds; the C ABI is glue over the same Rust
-# calls for every tier, its C programs run natively in .ci/run and under qemu on s390x and
-# riscv64 in 15-foreign-arch.sh) and the doc tests (examples of the API, no tier code of
+# calls for every tier, its C programs run natively in .ci/run and under qemu on s390x in
+# 15-foreign-arch.sh) and the doc tests (examples of the API, no tier code of
 # their own; native in .ci/run). The C ABI's unit tests do run.
 log=$(mktemp)
 export CARGO_PROFILE_DEV_OPT_LEVEL=1 CARGO_PROFILE_DEV_DEBUG=line-tables-only

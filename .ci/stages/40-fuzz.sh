@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TERM_COLOR=never
 
-# 30 s in CI: the seeds replay in the first second, then new inputs; the README table ran 60 s.
+# 30 s in CI (the committed seeds are replayed first, then new inputs); the README table ran 60 s.
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-30}
 ALL_TARGETS=(diff_f32 diff_half frequencies config_json capi)
 
