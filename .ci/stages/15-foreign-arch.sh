@@ -6,7 +6,7 @@
 # targets.
 #
 # What runs, on each target: the lib unit tests and every integration test of the crate
-# but two (below), the C ABI's unit tests, and (s390x only) the C program
+# but two (below), and (s390x only) the C ABI's unit tests and the C program
 # (capi/tests/c_program.rs) built with the cross gcc and run under qemu, against the static
 # and the shared library.
 # workspace-tests/tests/cross_arch.rs checks output bits against hashes computed on x86-64, and asserts
@@ -15,7 +15,7 @@
 # Left out, and why:
 # - tests/unsafe_audit.rs reads the sources (nothing of the target);
 # - the sanitized builds of the C program: AddressSanitizer cannot reserve its shadow
-#   memory under qemu-user (the x86-64 C stage runs them);
+#   memory under qemu-user (the x86-64 test step of .ci/run runs them);
 # - two accuracy statistics of the cos/sin generator against f64 libm (about 70 s under
 #   qemu): they measure the same bits that workspace-tests/tests/cross_arch.rs proves equal to x86-64's.
 #
@@ -63,23 +63,23 @@ for t in "${targets[@]}"; do
     # The target through the environment, not `--target`: the C program test runs
     # `cargo build -p rope-kernels-capi` itself, which must build the same target and profile.
     export CARGO_BUILD_TARGET=$target CARGO_PROFILE_DEV_OPT_LEVEL=1 CARGO_PROFILE_DEV_DEBUG=line-tables-only
-    # One cargo command for the three packages, so the crate is compiled once for the
-    # target (three commands compiled it three times, with three feature sets). The C
-    # program on s390x only: riscv64 is little-endian LP64 like x86-64, where it runs
-    # natively (and cross_arch.rs checks the C ABI's bits on both targets).
-    c_program=()
-    [ "$arch" = s390x ] && c_program=(--test c_program)
+    # One cargo command for the packages, so the crate is compiled once for the target
+    # (three commands compiled it three times, with three feature sets). The C ABI's unit
+    # tests and C program on s390x only: riscv64 is little-endian LP64 like x86-64, where
+    # they run natively, and cross_arch.rs checks the C ABI's bits on both targets (the C
+    # ABI's unit tests cost riscv64 ~100 s of compiling).
+    capi=()
+    [ "$arch" = s390x ] && capi=(-p rope-kernels-capi --test c_program)
     CC="$arch-linux-gnu-gcc" ROPE_CAPI_RUNNER="qemu-$arch -L /usr/$arch-linux-gnu" \
         ROPE_CAPI_REQUIRE_CC=1 ROPE_CAPI_NO_SANITIZERS=1 \
-        cargo test -p rope-kernels -p rope-kernels-capi -p rope-kernels-workspace-tests --lib "${tests[@]}" \
-        "${c_program[@]}" --test cross_arch -- --nocapture \
+        cargo test -p rope-kernels -p rope-kernels-workspace-tests "${capi[@]}" --lib "${tests[@]}" \
+        --test cross_arch -- --nocapture \
         --skip accuracy_check_fails_on_naive_f32_angle --skip exact_mode_accuracy 2>&1 | tee "$log"
     if [ "$arch" = s390x ]; then
         for want in "^test_capi_static: passed" "^test_capi_shared: passed"; do
             grep -q "$want" "$log" || { echo "$target: the C program did not run ($want)" >&2; exit 1; }
         done
     fi
-    cargo test -p rope-kernels --test tiers -- --nocapture --test-threads 1 dispatcher_uses_reported_tier
     grep -q "target $arch (.*): tiers \[Scalar, Portable\]$" "$log" || {
         echo "$target: workspace-tests/tests/cross_arch.rs did not report the scalar and portable tiers" >&2
         exit 1

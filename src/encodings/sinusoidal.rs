@@ -385,6 +385,7 @@ mod tests {
     /// Layouts and the zero column, and the libm path of frequencies above 2^95 (a base
     /// of 1e-40: pair i of 70 columns has inv_freq 1e40^(2i/70), above 2^95 from i = 25).
     #[test]
+    #[cfg_attr(miri, ignore = "arithmetic only (48 s under Miri): runs natively and under qemu")]
     fn columns_and_the_libm_path() {
         for (d, layout, base) in [
             (9, SinusoidalLayout::Interleaved, 1e4),
