@@ -1508,6 +1508,7 @@ fn qknorm_matches_oracle_f32() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "f32 and bf16 cover its tails under Miri; f16 runs in the whole-head test")]
 fn qknorm_matches_oracle_f16() {
     qknorm_suite::<f16>(0x0A4B_0002);
 }
