@@ -1355,7 +1355,8 @@ fn mrope_vision_match_oracle_bf16() {
 /// `norm_qk` likewise.
 fn qknorm_suite<T: Bits>(seed: u64) {
     // Under Miri: 3 pairs (a tail of every lane count) and 17 (bodies of 4, 8 and 16 lanes
-    // plus a tail), each layout and dtype, one norm per case in turn (`qknorm_case`).
+    // plus a tail), each layout, f32 and bf16 (f16 in the whole-head test), one norm per
+    // case in turn (`qknorm_case`).
     let all_pairs: Vec<usize> = if cfg!(miri) { vec![3, 17] } else { (1..=72).chain([128, 256]).collect() };
     for tier in tiers() {
         let mut rng = StdRng::seed_from_u64(seed ^ tier as u64);
