@@ -5,13 +5,16 @@
  * caller cos/sin tables, on-the-fly rows, f16/bf16, on the scalar and the portable tier.
  * Then the stack high-water mark of handle creation and of one apply call (painted stack),
  * checked against the limits of issue 13: creation <= 4096 bytes, apply <= 2048 bytes for
- * head_dim <= 128. Prints "BOARD RESULT: PASS" or "BOARD RESULT: FAIL" and exits 0 / 1.
+ * head_dim <= 128; then that of every C entry point (stack.c, its limits printed, not
+ * enforced unless built with -DROPE_STACK_ENFORCE_ALL=1).
+ * Prints "BOARD RESULT: PASS" or "BOARD RESULT: FAIL" and exits 0 / 1.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "board.h"
 #include "rope_kernels.h"
 
 #define CREATE_LIMIT 4096u
@@ -317,13 +320,11 @@ static void test_errors(void) {
 /* ---- Stack high-water marks ---- */
 
 #define PAINT 0xC0FFEE11u
-#define PAINT_WORDS (192 * 1024 / 4)
-
-typedef void (*job_fn)(void);
+#define PAINT_WORDS (STACK_PAINT_BYTES / 4)
 
 /* Paints PAINT_WORDS below the current stack pointer, runs `job`, and returns how many bytes
  * below that pointer were written (the job's frames and everything it called). */
-__attribute__((noinline)) static size_t stack_used(job_fn job) {
+__attribute__((noinline)) size_t stack_used(job_fn job) {
     uint32_t *sp;
     __asm volatile("mov %0, sp" : "=r"(sp));
     volatile uint32_t *lo = sp - PAINT_WORDS;
@@ -455,6 +456,7 @@ int main(void) {
     rope_tier_reset(NULL);
     printf("%d checks, %d failed\n", checks, failures);
     stack_marks();
+    stack_failures += stack_entry_points();
     int ok = failures == 0 && stack_failures == 0;
     printf("BOARD RESULT: %s\n", ok ? "PASS" : "FAIL");
     return ok ? 0 : 1;
