@@ -32,6 +32,7 @@
 //! | no RoPE | `no_rope_layers` (1: the layer uses RoPE); Llama 4 / SmolLM3 when absent or empty: every `no_rope_layer_interval`-th layer (default 4) has none (HF `Llama4TextConfig`) |
 //! | qk norm | `use_qk_norm` (Llama 4 default `true`), `rms_norm_eps` |
 //! | vision | `vision_config` of Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Llama 4: [`VisionRopeSpec`]; the width must be a multiple of the heads; keys of its rope dict other than `rope_type`/`type`/`rope_theta` are warnings |
+//! | video t step | Qwen2.5-VL (`qwen2_5_vl`, `qwen2_5_vl_text`): `vision_config.tokens_per_second`, default 4 ([`ModelConfig::tokens_per_second`]); elsewhere a warning |
 //! | refused | Gemma 3n (`gemma3n`, `gemma3n_text`: KV-shared layers and its own layer pattern) and EXAONE 4 (`exaone4`: RoPE on sliding-window layers only): [`ConfigError::Conflict`] on `model_type` |
 //!
 //! **Defaults of fields a published file omits**, as transformers' config classes set them:
@@ -49,12 +50,13 @@
 //! `original_max_position_embeddings` to `max_position_embeddings`; `beta_fast`/`beta_slow`
 //! of 0 or `null` mean 32/1; `truncate` defaults to `true`; LongRoPE's `factor` defaults to
 //! `max_position_embeddings / original_max_position_embeddings`; `"dynamic"` with a
-//! non-zero `alpha` (HunYuan) is static NTK ([`Scaling::NtkAlpha`](crate::Scaling::NtkAlpha)); Llama 3 accepts
-//! `low_freq_factor == high_freq_factor` (Llama 4: no blend band).
+//! non-zero `alpha` (HunYuan) is static NTK ([`Scaling::NtkAlpha`](crate::Scaling::NtkAlpha));
+//! Llama 3 accepts `low_freq_factor == high_freq_factor` (Llama 4: no blend band).
 //!
 //! **Operations.** [`ModelConfig::mrope_rope`] builds the [`MRope`](crate::MRope) of an MRoPE
 //! config, [`ModelConfig::vision_rope`] the [`VisionRope`](crate::VisionRope) of its vision
-//! encoder (streams from [`VisionRopeSpec::fill_position_ids`]), and
+//! encoder (streams from [`VisionRopeSpec::fill_position_ids`]; Llama 4's patches and class
+//! token: [`llama4_vision_position_ids`]), and
 //! [`ModelConfig::qk_norm_for_layer`] the per-head q/k norm of a layer ([`QkNormSpec`], into
 //! which the runtime passes its weights for [`Rope::apply_qk_norm`](crate::Rope::apply_qk_norm)).
 //!
@@ -108,6 +110,7 @@ mod parse;
 mod rope_dict;
 
 use json::Obj;
+pub use multimodal::llama4_vision_position_ids;
 pub use ops::{QkNormKind, QkNormSpec, NO_QK_NORM_TYPES};
 
 /// The attention and RoPE shape of a model, from its `config.json`.
@@ -168,6 +171,42 @@ pub struct ModelConfig {
     /// Llama 4). `None` for models without a vision encoder or whose encoder has no RoPE
     /// (Gemma 3's SigLIP: learned positions).
     pub vision: Option<VisionRopeSpec>,
+    /// Qwen2.5-VL: `vision_config.tokens_per_second`, the temporal positions per second of
+    /// video. transformers' `Qwen2_5_VLModel.get_rope_index` gives grid step `f` of a video
+    /// the t index `f * second_per_grid_t * tokens_per_second` (plus the block's start):
+    /// pass it (`as f32`) as [`MRopeIndex::tokens_per_second`](crate::MRopeIndex), with the
+    /// videos' `second_per_grid_ts` from the processor. 4 when `vision_config` omits it
+    /// (`Qwen2_5_VLVisionConfig(tokens_per_second=4)`); a number > 0, finite and non-zero
+    /// as f32 (anything else is [`ConfigError::Malformed`]). `None` for every other model
+    /// type (Qwen2-VL: t advances one per grid step; Qwen3-VL: one video grid per frame;
+    /// there the field is a warning) and without `vision_config`.
+    ///
+    /// ```
+    /// use rope_kernels::hf_config::ModelConfig;
+    /// use rope_kernels::{MRopeIndex, TOKEN_TEXT, TOKEN_VIDEO};
+    ///
+    /// let json = r#"{"model_type": "qwen2_5_vl", "hidden_size": 3584, "num_attention_heads": 28,
+    ///     "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    ///     "vision_config": {"hidden_size": 1280, "num_heads": 16, "tokens_per_second": 2}}"#;
+    /// let model = ModelConfig::from_json_str(json)?;
+    /// assert_eq!(model.tokens_per_second, Some(2.0));
+    ///
+    /// // A text token, then a video of 3 grid steps of 2x2 patches (one token per step after
+    /// // the 2x2 merge), one second per grid step: t = 1 + f * 1 * 2.
+    /// let types = [TOKEN_TEXT, TOKEN_VIDEO, TOKEN_VIDEO, TOKEN_VIDEO];
+    /// let index = MRopeIndex {
+    ///     token_types: &types,
+    ///     video_grid_thw: &[[3, 2, 2]],
+    ///     second_per_grid_ts: &[1.0],
+    ///     tokens_per_second: model.tokens_per_second.unwrap() as f32,
+    ///     spatial_merge_size: model.vision.as_ref().and_then(|v| v.spatial_merge_size).unwrap() as u32,
+    ///     ..Default::default()
+    /// };
+    /// let ([t, h, w], next) = index.to_vecs()?;
+    /// assert_eq!((t, h, w, next), (vec![0, 1, 3, 5], vec![0, 1, 1, 1], vec![0, 1, 1, 1], 6));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub tokens_per_second: Option<f64>,
     warnings: Vec<String>,
 }
 
@@ -420,10 +459,11 @@ impl ModelConfig {
     /// What the load ignored, one line per field, e.g. "rope_scaling.foo: not read by rope
     /// type \`linear\`; ignored": keys a rope type does not read, a `type` that differs
     /// from `rope_type`, `mrope_interleaved` where the model type does not read it,
-    /// keys of the vision rope dict besides its type and theta, `rope_local_base_freq` outside Gemma 3, RoPE fields at the top
-    /// level beside a `text_config` that has its own, a keyed rope dict entry no layer has,
-    /// a vision encoder whose RoPE is not read. Empty for a file whose every RoPE field was
-    /// applied.
+    /// keys of the vision rope dict besides its type and theta, `rope_local_base_freq`
+    /// outside Gemma 3, RoPE fields at the top level beside a `text_config` that has its
+    /// own, a keyed rope dict entry no layer has, a vision encoder whose RoPE is not read,
+    /// `vision_config.tokens_per_second` outside Qwen2.5-VL. Empty for a file whose every
+    /// RoPE field was applied.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }

@@ -222,3 +222,111 @@ pub(super) fn vision_of(
     }
     Ok(Some(spec))
 }
+
+/// The temporal positions per second of video: `vision_config.tokens_per_second`, read for
+/// Qwen2.5-VL only (its `get_rope_index` is the one that multiplies by it), 4 when absent
+/// (`Qwen2_5_VLVisionConfig(tokens_per_second=4)`). Elsewhere the field is a warning.
+pub(super) fn tokens_per_second_of(
+    top: Obj<'_>,
+    model_type: &str,
+    text_model_type: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Option<f64>, ConfigError> {
+    let Some(map) = top.object("vision_config")? else { return Ok(None) };
+    let vis = Obj { map, prefix: "vision_config." };
+    let key = "tokens_per_second";
+    if !(model_type.starts_with("qwen2_5_vl") || text_model_type.starts_with("qwen2_5_vl")) {
+        if vis.get(key).is_some() {
+            warnings.push(format!(
+                "{}: read for Qwen2.5-VL only (model type `{model_type}`); ignored",
+                vis.name(key)
+            ));
+        }
+        return Ok(None);
+    }
+    let Some(value) = vis.get(key) else { return Ok(Some(4.0)) };
+    // `MRopeIndex` takes it as f32: finite and > 0 there too.
+    match value.as_f64() {
+        Some(v) if v.is_finite() && v > 0.0 && (v as f32).is_finite() && v as f32 > 0.0 => Ok(Some(v)),
+        _ => Err(vis.malformed(key, "a number > 0 (finite and non-zero as f32)")),
+    }
+}
+
+/// The two position streams of Llama 4's vision encoder, in its token order: the
+/// `grid_size * grid_size` patches row by row, then the class token. Writes `x_out` (the
+/// patch column, the first stream) and `y_out` (the row, the second stream) and returns the
+/// token count `grid_size * grid_size + 1`.
+///
+/// transformers' `Llama4VisionRotaryEmbedding` numbers the patches `img_idx = 0..idx * idx`
+/// (`idx = image_size // patch_size`, [`VisionRopeSpec::grid_size`]) and appends the class
+/// token with id -2; patch `n` rotates by `x = n % idx` and `y = n // idx` plus 1 (`(x + 1) *
+/// rope_freq` for the first half of the pairs, `(y + 1) * rope_freq` for the second), and the
+/// class token's angles are set to 0 (`masked_fill(img_idx < 0, 0)`), the identity. So here
+/// patch `n < idx * idx` gets `x_out[n] = n % idx + 1` and `y_out[n] = n / idx + 1` (the
+/// spec's `position_offset` 1 is included), and the class token, at index `idx * idx`, gets
+/// position 0 on both axes: angle `0 * inv_freq = 0` for every pair, which leaves it
+/// unchanged as transformers' masked angle does. Pass the streams as they are,
+/// `VisionApply::ids([&x, &y])`, to the encoder's [`VisionRope`](crate::VisionRope)
+/// ([`ModelConfig::vision_rope`](super::ModelConfig::vision_rope)), not through
+/// [`VisionRopeSpec::fill_position_ids`] (which would add the offset again).
+///
+/// ```
+/// use rope_kernels::hf_config::{llama4_vision_position_ids, ModelConfig};
+/// use rope_kernels::{HeadsMut, View, VisionApply};
+///
+/// let json = r#"{"model_type": "llama4",
+///     "text_config": {"model_type": "llama4_text", "head_dim": 128, "hidden_size": 5120,
+///                     "num_attention_heads": 40, "num_hidden_layers": 48},
+///     "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408,
+///                       "num_attention_heads": 16, "image_size": 42, "patch_size": 14}}"#;
+/// let model = ModelConfig::from_json_str(json)?;
+/// let side = model.vision.as_ref().and_then(|v| v.grid_size).unwrap(); // 42 / 14 = 3
+/// let n = side * side + 1; // the patches, then the class token
+/// let (mut x, mut y) = (vec![0u32; n], vec![0u32; n]);
+/// assert_eq!(llama4_vision_position_ids(side, &mut x, &mut y)?, n);
+/// assert_eq!(x, [1, 2, 3, 1, 2, 3, 1, 2, 3, 0]);
+/// assert_eq!(y, [1, 1, 1, 2, 2, 2, 3, 3, 3, 0]);
+///
+/// // The encoder's 2-D RoPE (head_dim 1408 / 16 = 88): the class token stays as it is.
+/// let vit = model.vision_rope()?.unwrap();
+/// let mut q = vec![0.5f32; n * 16 * 88];
+/// vit.apply(HeadsMut::new(&mut q, View::bshd(n, 16, 88)), &VisionApply::ids([&x, &y]))?;
+/// assert!(q[(n - 1) * 16 * 88..].iter().all(|v| *v == 0.5));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// Nothing is written when any is returned: [`RopeError::InvalidPositionLayout`] for
+/// `grid_size == 0` (transformers has no class token position without a patch);
+/// [`RopeError::PositionOverflow`] if the token count overflows `usize` or `grid_size`
+/// exceeds `u32::MAX` (the largest position); [`RopeError::PositionCountMismatch`] unless
+/// `x_out` and `y_out` are each `grid_size * grid_size + 1` long.
+pub fn llama4_vision_position_ids(
+    grid_size: usize,
+    x_out: &mut [u32],
+    y_out: &mut [u32],
+) -> Result<usize, RopeError> {
+    if grid_size == 0 {
+        return Err(RopeError::InvalidPositionLayout { reason: "the Llama 4 patch grid side must be > 0" });
+    }
+    let side = u32::try_from(grid_size).map_err(|_| RopeError::PositionOverflow)?;
+    let patches = grid_size.checked_mul(grid_size).ok_or(RopeError::PositionOverflow)?;
+    let n = patches.checked_add(1).ok_or(RopeError::PositionOverflow)?;
+    for len in [x_out.len(), y_out.len()] {
+        if len != n {
+            return Err(RopeError::PositionCountMismatch { tokens: n, positions: len });
+        }
+    }
+    let mut i = 0;
+    for row in 1..=side {
+        for col in 1..=side {
+            x_out[i] = col;
+            y_out[i] = row;
+            i += 1;
+        }
+    }
+    // The class token (HF id -2, its angles masked to 0): position 0 on both axes.
+    x_out[patches] = 0;
+    y_out[patches] = 0;
+    Ok(n)
+}

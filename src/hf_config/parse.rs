@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::json::Obj;
 use super::layers::{layer_types_of, no_rope_layers_of};
-use super::multimodal::vision_of;
+use super::multimodal::{tokens_per_second_of, vision_of};
 use super::rope_dict::rope_of;
 use super::{ConfigError, LayerRope, LayerType, ModelConfig, MropeSpec};
 use crate::config::{Layout, RopeConfig};
@@ -369,6 +369,7 @@ pub(super) fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
     let use_qk_norm = text.bool("use_qk_norm")?.or(ctx.defaults.use_qk_norm);
     let rms_norm_eps = text.f64("rms_norm_eps")?;
     let vision = vision_of(top, &model_type, &mut warnings)?;
+    let tokens_per_second = tokens_per_second_of(top, &model_type, &text_model_type, &mut warnings)?;
     Ok(ModelConfig {
         model_type,
         text_model_type,
@@ -387,6 +388,7 @@ pub(super) fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
         rms_norm_eps,
         mrope,
         vision,
+        tokens_per_second,
         warnings,
     })
 }

@@ -239,3 +239,181 @@ fn review_mrope_on_plain_rope_types() {
     );
     assert_eq!(conflict_field(&with(r#""rope_scaling": {"type": "mrope"}"#)), "rope_scaling.type");
 }
+
+/// Qwen2.5-VL's `vision_config.tokens_per_second`: read, validated, and what a video's t
+/// positions come out as through `MRopeIndex`.
+#[test]
+fn qwen2_5_vl_tokens_per_second() {
+    use rope_kernels::{MRopeIndex, TOKEN_TEXT, TOKEN_VIDEO};
+
+    for file in ["qwen2.5-vl-7b-instruct-published.json", "qwen2.5-vl-7b-instruct-resaved.json"] {
+        let m = load(file);
+        assert_eq!(m.tokens_per_second, Some(2.0), "{file}");
+        assert!(m.warnings().is_empty(), "{file}: {:?}", m.warnings());
+    }
+    // Qwen2-VL (t advances 1 per grid step) and Qwen3-VL (one grid per frame) do not read it.
+    for file in [
+        "qwen2-vl-7b-instruct-published.json",
+        "qwen2-vl-7b-instruct-resaved.json",
+        "qwen3-vl-8b-instruct-published.json",
+        "qwen3-vl-8b-instruct-resaved.json",
+        "llama-4-scout-17b-16e-instruct-published.json",
+        "llama-3.1-8b.json",
+    ] {
+        assert_eq!(load(file).tokens_per_second, None, "{file}");
+    }
+
+    // A video of Qwen2.5-VL-7B: 2 text tokens, then 4 grid steps of 4x4 patches (2x2 merged:
+    // 4 tokens per step), `second_per_grid_t` 2 / 4 fps = 0.5 s. transformers:
+    // t = start + f * 0.5 * 2 = start + f; h, w = start + row, start + col.
+    let m = load("qwen2.5-vl-7b-instruct-published.json");
+    let merge = m.vision.as_ref().and_then(|v| v.spatial_merge_size).unwrap() as u32;
+    let mut types = vec![TOKEN_TEXT; 2];
+    types.extend([TOKEN_VIDEO; 16]);
+    let index = MRopeIndex {
+        token_types: &types,
+        video_grid_thw: &[[4, 4, 4]],
+        second_per_grid_ts: &[0.5],
+        tokens_per_second: m.tokens_per_second.unwrap() as f32,
+        spatial_merge_size: merge,
+        ..Default::default()
+    };
+    let ([t, h, w], next) = index.to_vecs().unwrap();
+    let step = |f: u32| [2 + f; 4];
+    let t_want: Vec<u32> = [0, 1].into_iter().chain((0..4).flat_map(step)).collect();
+    assert_eq!(t, t_want);
+    let hw = |a: [u32; 4]| [0, 1].into_iter().chain((0..4).flat_map(move |_| a)).collect::<Vec<u32>>();
+    assert_eq!(h, hw([2, 2, 3, 3]));
+    assert_eq!(w, hw([2, 3, 2, 3]));
+    assert_eq!(next, 6);
+
+    let qwen25 = |vision: &str| {
+        format!(
+            r#"{{"model_type": "qwen2_5_vl", "hidden_size": 3584, "num_attention_heads": 28,
+                "rope_scaling": {{"type": "mrope", "mrope_section": [16, 24, 24]}},
+                "vision_config": {{"hidden_size": 1280, "num_heads": 16{vision}}}}}"#
+        )
+    };
+    let tps = |vision: &str| ModelConfig::from_json_str(&qwen25(vision)).unwrap().tokens_per_second;
+    // Absent (or null): `Qwen2_5_VLVisionConfig`'s default, 4.
+    assert_eq!(tps(""), Some(4.0));
+    assert_eq!(tps(r#", "tokens_per_second": null"#), Some(4.0));
+    assert_eq!(tps(r#", "tokens_per_second": 25"#), Some(25.0));
+    assert_eq!(tps(r#", "tokens_per_second": 0.5"#), Some(0.5));
+    // A wrong type or a value MRopeIndex refuses is an error naming the field.
+    let expected = "a number > 0 (finite and non-zero as f32)";
+    for bad in ["\"2\"", "true", "[2]", "0", "-2", "1e39", "1e-50"] {
+        assert_eq!(
+            parse_err(&qwen25(&format!(r#", "tokens_per_second": {bad}"#))),
+            malformed("vision_config.tokens_per_second", expected),
+            "{bad}"
+        );
+    }
+    // The text part alone (no vision_config): no video.
+    let text_only = r#"{"model_type": "qwen2_5_vl", "hidden_size": 3584, "num_attention_heads": 28,
+        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}"#;
+    assert_eq!(ModelConfig::from_json_str(text_only).unwrap().tokens_per_second, None);
+    // Elsewhere it is a warning, not read.
+    let m = ModelConfig::from_json_str(&vl_with(
+        r#""rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+            "vision_config": {"embed_dim": 1280, "num_heads": 16, "tokens_per_second": 2}"#,
+    ))
+    .unwrap();
+    assert_eq!(m.tokens_per_second, None);
+    assert_eq!(
+        m.warnings(),
+        ["vision_config.tokens_per_second: read for Qwen2.5-VL only (model type `qwen2_vl`); ignored"]
+    );
+}
+
+/// The reference: transformers' `Llama4VisionRotaryEmbedding` for an `idx x idx` grid, as
+/// (x + 1, y + 1, masked) per token, with Python's `%` and `//` on `img_idx` (the class
+/// token's id -2 included).
+fn llama4_reference(idx: i64) -> Vec<(i64, i64, bool)> {
+    let img_idx: Vec<i64> = (0..idx * idx).chain([-2]).collect();
+    img_idx.iter().map(|&i| (i.rem_euclid(idx) + 1, i.div_euclid(idx) + 1, i < 0)).collect()
+}
+
+/// Llama 4's ViT positions: the patches row by row, then the class token at position 0.
+#[test]
+fn llama4_vision_positions() {
+    use rope_kernels::hf_config::llama4_vision_position_ids;
+    use rope_kernels::{HeadsMut, View, VisionApply};
+
+    // By hand for idx = 2: img_idx [0, 1, 2, 3, -2]; x = img_idx % 2 + 1 = [1, 2, 1, 2, (1)],
+    // y = img_idx // 2 + 1 = [1, 1, 2, 2, (0)]; the class token's angles are masked to 0.
+    let (mut x, mut y) = ([9u32; 5], [9u32; 5]);
+    assert_eq!(llama4_vision_position_ids(2, &mut x, &mut y), Ok(5));
+    assert_eq!((x, y), ([1, 2, 1, 2, 0], [1, 1, 2, 2, 0]));
+    // idx = 1: one patch at (1, 1), then the class token.
+    let (mut x, mut y) = ([9u32; 2], [9u32; 2]);
+    assert_eq!(llama4_vision_position_ids(1, &mut x, &mut y), Ok(2));
+    assert_eq!((x, y), ([1, 0], [1, 0]));
+    // Against the reference formula for several grids (24: Llama 4 Scout, 336 / 14).
+    for idx in [3usize, 5, 24] {
+        let n = idx * idx + 1;
+        let (mut x, mut y) = (vec![9u32; n], vec![9u32; n]);
+        assert_eq!(llama4_vision_position_ids(idx, &mut x, &mut y), Ok(n));
+        for (i, (rx, ry, masked)) in llama4_reference(idx as i64).into_iter().enumerate() {
+            let want = if masked { (0, 0) } else { (rx as u32, ry as u32) };
+            assert_eq!((x[i], y[i]), want, "idx {idx}, token {i}");
+        }
+    }
+
+    // Errors: nothing written.
+    let (mut x, mut y) = ([9u32; 5], [9u32; 5]);
+    assert!(matches!(
+        llama4_vision_position_ids(0, &mut x[..1], &mut y[..1]),
+        Err(RopeError::InvalidPositionLayout { .. })
+    ));
+    assert_eq!(
+        llama4_vision_position_ids(2, &mut x[..4], &mut y),
+        Err(RopeError::PositionCountMismatch { tokens: 5, positions: 4 })
+    );
+    assert_eq!(
+        llama4_vision_position_ids(2, &mut x, &mut y[..3]),
+        Err(RopeError::PositionCountMismatch { tokens: 5, positions: 3 })
+    );
+    assert_eq!(llama4_vision_position_ids(usize::MAX, &mut x, &mut y), Err(RopeError::PositionOverflow));
+    assert_eq!(
+        llama4_vision_position_ids(u32::MAX as usize + 1, &mut x, &mut y),
+        Err(RopeError::PositionOverflow)
+    );
+    assert_eq!((x, y), ([9; 5], [9; 5]));
+
+    // On the shipped Llama 4 Scout config: the encoder's RoPE with these streams rotates
+    // patch (x, y) by the reference angles (x + 1) * f_k on pairs k < 22 and (y + 1) * f_k on
+    // the others (interleaved pairs, f_k = 1e4^(-2k / 44)); the class token is unchanged.
+    let m = load("llama-4-scout-17b-16e-instruct-published.json");
+    let spec = m.vision.as_ref().unwrap();
+    let idx = spec.grid_size.unwrap();
+    let (heads, d) = (spec.num_heads, spec.head_dim);
+    assert_eq!((idx, heads, d), (24, 16, 88));
+    let n = idx * idx + 1;
+    let (mut x, mut y) = (vec![0u32; n], vec![0u32; n]);
+    llama4_vision_position_ids(idx, &mut x, &mut y).unwrap();
+    let vit = m.vision_rope().unwrap().unwrap();
+    let input: Vec<f32> = (0..n * heads * d).map(|i| ((i % 97) as f32 - 48.0) / 50.0).collect();
+    let mut q = input.clone();
+    vit.apply(HeadsMut::new(&mut q, View::bshd(n, heads, d)), &VisionApply::ids([&x, &y])).unwrap();
+    let quarter = d / 4;
+    for (token, (rx, ry, masked)) in llama4_reference(idx as i64).into_iter().enumerate() {
+        for head in [0, heads - 1] {
+            let at = (token * heads + head) * d;
+            for j in 0..d / 2 {
+                let (pos, k) = if j < quarter { (rx, j) } else { (ry, j - quarter) };
+                let angle =
+                    if masked { 0.0 } else { pos as f64 * 1e4f64.powf(-2.0 * k as f64 / (d / 2) as f64) };
+                let (a, b) = (input[at + 2 * j] as f64, input[at + 2 * j + 1] as f64);
+                let want = [a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()];
+                for (got, want) in [q[at + 2 * j], q[at + 2 * j + 1]].into_iter().zip(want) {
+                    assert!(
+                        (got as f64 - want).abs() < 1e-5,
+                        "token {token} head {head} pair {j}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(q[(n - 1) * heads * d..], input[(n - 1) * heads * d..], "the class token");
+}

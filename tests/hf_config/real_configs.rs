@@ -111,11 +111,11 @@ const SUMMARIES: [(&str, &str); 24] = [
     ("qwen2.5-7b-instruct-yarn.json", "qwen2 heads 28/4 | full_attention (all): theta 1000000 rotary_dim 128/128 HalfSplit yarn"),
     (
         "qwen2.5-vl-7b-instruct-published.json",
-        "qwen2_5_vl heads 28/4 | full_attention (28 of 28, first 0): theta 1000000 rotary_dim 128/128 HalfSplit default | mrope [16, 24, 24] sectioned | vision qwen2_5_vl_vision: head_dim 80, theta 10000, HalfSplit, [Row, Col] + 0, merge Some(2)",
+        "qwen2_5_vl heads 28/4 | full_attention (28 of 28, first 0): theta 1000000 rotary_dim 128/128 HalfSplit default | mrope [16, 24, 24] sectioned | vision qwen2_5_vl_vision: head_dim 80, theta 10000, HalfSplit, [Row, Col] + 0, merge Some(2) | video tokens_per_second 2",
     ),
     (
         "qwen2.5-vl-7b-instruct-resaved.json",
-        "qwen2_5_vl_text heads 28/4 | full_attention (28 of 28, first 0): theta 1000000 rotary_dim 128/128 HalfSplit default | mrope [16, 24, 24] sectioned | vision qwen2_5_vl_vision: head_dim 80, theta 10000, HalfSplit, [Row, Col] + 0, merge Some(2)",
+        "qwen2_5_vl_text heads 28/4 | full_attention (28 of 28, first 0): theta 1000000 rotary_dim 128/128 HalfSplit default | mrope [16, 24, 24] sectioned | vision qwen2_5_vl_vision: head_dim 80, theta 10000, HalfSplit, [Row, Col] + 0, merge Some(2) | video tokens_per_second 2",
     ),
     ("qwen3-8b-published.json", "qwen3 heads 32/8 | full_attention (36 of 36, first 0): theta 1000000 rotary_dim 128/128 HalfSplit default"),
     ("qwen3-8b-resaved.json", "qwen3 heads 32/8 | full_attention (36 of 36, first 0): theta 1000000 rotary_dim 128/128 HalfSplit default"),
@@ -165,6 +165,9 @@ fn summary(m: &ModelConfig) -> String {
             " | vision {}: head_dim {}, theta {}, {:?}, {:?} + {}, merge {:?}",
             v.model_type, v.head_dim, v.theta, v.layout, v.axes, v.position_offset, v.spatial_merge_size
         );
+    }
+    if let Some(t) = m.tokens_per_second {
+        s += &format!(" | video tokens_per_second {t}");
     }
     for w in m.warnings() {
         s += &format!(" | warning: {w}");
