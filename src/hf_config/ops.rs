@@ -115,7 +115,8 @@ impl VisionRopeSpec {
     /// The two position streams [`VisionRope`] takes, from each patch's row and column:
     /// stream `s` of patch `n` is `(axes[s] of patch n) + position_offset` (Qwen: `[h, w]`;
     /// Llama 4: `[x + 1, y + 1]`). A class token has no patch: give it `[0, 0]` in the
-    /// streams yourself (Llama 4 masks its rotation to the identity).
+    /// streams yourself (Llama 4 masks its rotation to the identity), or, for Llama 4's whole
+    /// grid, take both streams from [`llama4_vision_position_ids`](super::llama4_vision_position_ids).
     ///
     /// # Errors
     /// [`RopeError::PositionCountMismatch`] unless `rows`, `cols` and both outputs have one

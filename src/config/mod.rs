@@ -1,7 +1,12 @@
-//! RoPE configuration and its validation.
+//! RoPE configuration and its validation: [`RopeConfig`], [`RopeParams`] and the scaling
+//! parameters ([`scaling`]). The frequencies computed from them are in `crate::freq`, which
+//! imports this module (never the other way round).
 
 use crate::error::RopeError;
-use crate::freq::{Scaling, ScalingRef};
+
+pub(crate) mod scaling;
+
+pub use scaling::{LongRopeParams, LongRopeRef, PairFactors, Scaling, ScalingRef, YarnParams};
 
 pub use crate::kernels::shape::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
 
