@@ -182,7 +182,7 @@ typedef uint32_t rope_angle_mode;
 
 /**
  * Frequency scaling method (`rope_scaling.rope_type`). The formulas and their sources
- * are documented on the Rust `Scaling` enum (src/freq.rs of rope-kernels).
+ * are documented on the Rust enum `rope_kernels::Scaling`.
  */
 typedef uint32_t rope_scaling_type;
 

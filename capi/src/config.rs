@@ -25,7 +25,7 @@ pub const ROPE_ANGLE_EXACT: rope_angle_mode = 0;
 pub const ROPE_ANGLE_HF_COMPATIBLE: rope_angle_mode = 1;
 
 /// Frequency scaling method (`rope_scaling.rope_type`). The formulas and their sources
-/// are documented on the Rust `Scaling` enum (src/freq.rs of rope-kernels).
+/// are documented on the Rust enum `rope_kernels::Scaling`.
 pub type rope_scaling_type = u32;
 /// No scaling (HF `"default"`). Parameters: none.
 pub const ROPE_SCALING_NONE: rope_scaling_type = 0;
