@@ -21,10 +21,10 @@ mod mrope;
 mod mrope_index;
 mod vision;
 pub use axes::{AxisApply, AxisRows};
+pub use chunked::{PreparedCall, TokenChunk, TokenChunks};
 pub use mrope::{MRope, MRopeApply, MRopeStyle};
 pub use mrope_index::{MRopeIndex, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO};
 pub use vision::{vision_position_ids, VisionApply, VisionRope};
-pub use chunked::{PreparedCall, TokenChunk, TokenChunks};
 
 mod qknorm;
 pub use qknorm::{QkNorm, WeightOffset};

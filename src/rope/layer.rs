@@ -594,7 +594,8 @@ fn token_walk<'b>(
 }
 
 /// The slot of token `t` (sequence `seq`, position `pos`) of a validated call; `None` for a
-/// skipped token (`slot_mapping` -1).
+/// skipped token (`slot_mapping` -1). Cannot overflow: [`check_slots`] refused every
+/// block-table slot that does not fit below `slots()`.
 #[inline(always)]
 fn slot_of(slots: &Slots<'_>, block_size: usize, t: usize, seq: usize, pos: u32) -> Option<usize> {
     match *slots {
@@ -622,9 +623,10 @@ fn same_slots(a: &Slots<'_>, b: &Slots<'_>) -> bool {
 }
 
 /// Checks the slots of a cache destination whose layout was validated: `slot_mapping`'s
-/// length, a block table's `block_size` (`InvalidBlockSize`), then for each token in order its block-table entry (`BlockTableTooShort`), the
-/// block (`BlockOutOfRange`) and the slot (`SlotOutOfRange`); then that no two written tokens
-/// share a slot (`DuplicateSlot`).
+/// length, a block table's `block_size` (`InvalidBlockSize`), then for each token in order
+/// its block-table entry (`BlockTableTooShort`), the block (`BlockOutOfRange`) and the slot
+/// (`SlotOutOfRange`, for a block table too: the slot of a layout of 0 heads may not fit a
+/// `usize`); then that no two written tokens share a slot (`DuplicateSlot`).
 ///
 /// Duplicates: one pass when the written slots strictly increase (prefill, `Slots::Positions`,
 /// most `slot_mapping`s); for a block table, the blocks of the entries the call uses
@@ -667,6 +669,15 @@ fn check_slots(
                         block,
                         num_blocks: layout.num_blocks,
                     });
+                }
+                // The slot is below `num_blocks * block_size`, which fits the address space
+                // when the layout was validated against a buffer for some heads; for a set of
+                // 0 heads the layout touches nothing and is not bounded, so the slot may not
+                // fit a `usize`: it is then past `slots()` (saturated), and refused.
+                let slot = u128::from(block) * bs as u128 + (pos as usize % bs) as u128;
+                if slot >= n as u128 {
+                    let slot = i64::try_from(slot).unwrap_or(i64::MAX);
+                    return Err(RopeError::SlotOutOfRange { operand, token: t, slot, slots: n });
                 }
                 continue;
             }
@@ -1246,7 +1257,9 @@ impl Rope {
     /// 5. per cache destination, in q, k, v order: [`RopeError::SlotMappingLength`],
     ///    [`RopeError::InvalidBlockSize`] (a block table with `block_size` 0), then for
     ///    each token in order [`RopeError::BlockTableTooShort`],
-    ///    [`RopeError::BlockOutOfRange`], [`RopeError::SlotOutOfRange`]; then
+    ///    [`RopeError::BlockOutOfRange`], [`RopeError::SlotOutOfRange`] (for a block table
+    ///    too: with a set of 0 heads the layout is not bounded by a buffer, and a slot
+    ///    `block * block_size + position % block_size` past `usize::MAX` is refused); then
     ///    [`RopeError::DuplicateSlot`] (a destination with the same slot array (same address
     ///    and length), `num_blocks` and `block_size` as the one before it is not checked again);
     /// 6. the cos/sin table: [`RopeError::TableShape`], [`RopeError::PositionOutOfRange`]
