@@ -780,8 +780,16 @@ fn every_variant_is_produced() {
     let qknorm_tests = include_str!("qknorm.rs");
     // Those of the q8_0 blocks by tests/q8_0.rs, likewise.
     let q8_0_tests = include_str!("q8_0.rs");
-    // Those of the attention-layer call (issue 17) by tests/layer.rs, likewise.
-    let layer_tests = include_str!("layer.rs");
+    // Those of the attention-layer call (issue 17) by tests/layer.rs and its modules, likewise.
+    let layer_tests = [
+        include_str!("layer.rs"),
+        include_str!("layer/duplicates.rs"),
+        include_str!("layer/errors.rs"),
+        include_str!("layer/overlap.rs"),
+        include_str!("layer/reference.rs"),
+        include_str!("layer/zero_heads.rs"),
+    ]
+    .concat();
     for v in &declared {
         assert!(
             produced.contains_key(v)
