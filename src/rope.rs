@@ -21,12 +21,10 @@ mod mrope;
 mod mrope_index;
 mod vision;
 pub use axes::{AxisApply, AxisRows};
+pub use chunked::{PreparedCall, TokenChunk, TokenChunks};
 pub use mrope::{MRope, MRopeApply, MRopeStyle};
 pub use mrope_index::{MRopeIndex, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO};
 pub use vision::{vision_position_ids, VisionApply, VisionRope};
-#[cfg(any(rope_gate_slowdown = "2x", rope_gate_slowdown = "5pct"))]
-mod gate_slowdown;
-pub use chunked::{PreparedCall, TokenChunk, TokenChunks};
 
 mod qknorm;
 pub use qknorm::{QkNorm, WeightOffset};
@@ -1167,12 +1165,6 @@ unsafe fn rotate_tokens<T: Element>(
     tensors: &Tensors<T>,
     range: Range<usize>,
 ) {
-    // Test-only slowdown for the regression-gate demos; absent from every real build.
-    #[cfg(any(rope_gate_slowdown = "2x", rope_gate_slowdown = "5pct"))]
-    // SAFETY: the contract of this function is the pass's (it only reads the input rows).
-    unsafe {
-        gate_slowdown::extra_pass(p, tensors, range.clone())
-    };
     let rotate = T::rotate_fn(p.kernels);
     let pairs = p.pairs;
     // Prefetch only in calls too large to be cache-resident (the whole call, not this chunk

@@ -289,6 +289,7 @@ fn heads_ahead(bytes: usize) -> usize {
     PREFETCH_BYTES.div_ceil(bytes.max(1))
 }
 /// How far ahead the roofline prefetches (as far as the rotations).
+#[cfg(feature = "bench-internals")]
 const SCALE_PREFETCH_BYTES: usize = PREFETCH_BYTES;
 
 /// An element type as the vector kernels load and store it.
@@ -350,6 +351,7 @@ pub(crate) trait SimdElement: Element {
     ///
     /// # Safety
     /// As [`scale`].
+    #[cfg(feature = "bench-internals")]
     #[inline(always)]
     unsafe fn scale_special<S: Simd>(s: S, x: *mut Self, len: usize, c: f32) -> bool {
         let _ = (s, x, len, c);
@@ -472,6 +474,7 @@ impl SimdElement for bf16 {
     fn round_quiet<S: Simd>(s: S, v: S::V) -> S::V {
         s.round_bf16_f32_quiet(v)
     }
+    #[cfg(feature = "bench-internals")]
     #[inline(always)]
     unsafe fn scale_special<S: Simd>(s: S, x: *mut Self, len: usize, c: f32) -> bool {
         let blocks = len - len % (2 * S::LANES);
@@ -1603,6 +1606,7 @@ pub(super) struct Row<const N: usize>(pub(super) [MaybeUninit<f32>; N]);
 ///
 /// # Safety
 /// `x .. x + len` is valid for reads and writes; `s` proves the CPU supports its tier.
+#[cfg(feature = "bench-internals")]
 #[inline(always)]
 pub(crate) unsafe fn scale<S: Simd, T: SimdElement>(s: S, x: *mut T, len: usize, c: f32) {
     // SAFETY: forwarded from the caller.
@@ -1617,6 +1621,7 @@ pub(crate) unsafe fn scale<S: Simd, T: SimdElement>(s: S, x: *mut T, len: usize,
 ///
 /// # Safety
 /// As [`scale`].
+#[cfg(feature = "bench-internals")]
 #[inline(always)]
 unsafe fn scale_generic<S: Simd, T: SimdElement>(s: S, x: *mut T, len: usize, c: f32) {
     let lanes = S::LANES;

@@ -26,10 +26,9 @@ pub(crate) use rows::{AddRowFn, AlibiRowFn};
 #[cfg(all(target_arch = "aarch64", target_endian = "little"))]
 pub(crate) mod aarch64;
 pub(crate) mod generic;
-#[cfg(rope_broken_tier_demo)]
-pub(crate) mod mutant;
 pub(crate) mod portable;
 pub(crate) mod q8_0;
+#[cfg(feature = "bench-internals")]
 pub(crate) mod roofline;
 pub(crate) mod rows;
 pub(crate) mod scalar;
@@ -135,6 +134,7 @@ pub(crate) type ConvertFn<I, O> = unsafe fn(&ConvertArgs<'_, I, O>);
 ///
 /// # Safety
 /// `x .. x + len` is valid for reads and writes; the CPU supports the table's tier.
+#[cfg(feature = "bench-internals")]
 pub(crate) type ScaleFn<T> = unsafe fn(x: *mut T, len: usize, c: f32);
 
 /// One tier, proven available: the table the dispatcher hands out only after detecting the
@@ -174,6 +174,7 @@ macro_rules! per_tier {
 pub(crate) trait SelectKernel: Sized {
     fn rotate_fn(k: &Kernels) -> RotateFn<Self>;
     fn rotate_rows_fn(k: &Kernels) -> RotateRowsFn<Self>;
+    #[cfg(feature = "bench-internals")]
     fn scale_fn(k: &Kernels) -> ScaleFn<Self>;
     /// The add-row kernel for rows of this type plus f32 encoding rows.
     fn add_row_f32_fn(k: &Kernels) -> AddRowFn<Self, f32>;
@@ -183,24 +184,20 @@ pub(crate) trait SelectKernel: Sized {
     fn norm_rope_fn(k: &Kernels) -> generic::qknorm::NormRopeFn<Self>;
 }
 
-/// Implements [`SelectKernel`] for an element type: its rotate table ([`per_tier!`], and the
-/// test-only broken kernel in the portable tier's slot, `kernels/mutant.rs` under
-/// `--cfg rope_broken_tier_demo`), its scale and add-row tables.
+/// Implements [`SelectKernel`] for an element type: its rotate, scale and add-row tables
+/// ([`per_tier!`]).
 macro_rules! select_kernel {
     ($t:ty) => {
         impl SelectKernel for $t {
             #[inline(always)]
             fn rotate_fn(k: &Kernels) -> RotateFn<Self> {
-                #[cfg(rope_broken_tier_demo)]
-                if k.tier == Tier::Portable {
-                    return mutant::rotate::<$t>;
-                }
                 per_tier!(k.tier, rotate::<$t>)
             }
             #[inline(always)]
             fn rotate_rows_fn(k: &Kernels) -> RotateRowsFn<Self> {
                 per_tier!(k.tier, rotate_rows::<$t>)
             }
+            #[cfg(feature = "bench-internals")]
             #[inline(always)]
             fn scale_fn(k: &Kernels) -> ScaleFn<Self> {
                 per_tier!(k.tier, scale::<$t>)

@@ -62,6 +62,7 @@ pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, 
     unsafe { generic::convert::convert(Portable, a) }
 }
 
+#[cfg(feature = "bench-internals")]
 /// # Safety
 /// The contract of [`ScaleFn`](super::ScaleFn).
 pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {

@@ -97,6 +97,7 @@ pub(crate) unsafe fn rotate_rows<T: Element>(a: &RotateArgs<'_, T>, cos_rows: &[
     }
 }
 
+#[cfg(feature = "bench-internals")]
 /// The scalar roofline baseline: `x[i] = round(x[i] * c)`.
 ///
 /// # Safety

@@ -76,6 +76,7 @@ pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, 
     unsafe { generic::convert::convert(Neon(()), a) }
 }
 
+#[cfg(feature = "bench-internals")]
 /// # Safety
 /// The contract of [`ScaleFn`](crate::kernels::ScaleFn).
 #[target_feature(enable = "neon")]

@@ -9,11 +9,16 @@ use std::println;
 use std::vec::Vec;
 
 use super::scalar::Scalar;
-use super::{cos_sin, poly, sincos_fn, split_turns, turns, RowInputs, SinCos, HF_MAX_ANGLE, HF_TURNS};
+use super::{cos_sin, poly, split_turns, turns, RowInputs, SinCos, HF_MAX_ANGLE, HF_TURNS};
 use crate::config::{AngleMode, RopeConfig, MAX_PAIRS};
 use crate::cossin::fill_row_libm;
 use crate::dispatch::{Tier, ALL_TIERS};
 use crate::freq::Frequencies;
+
+/// The generator of `tier`, or `None` if this build or CPU lacks the tier.
+fn sincos_fn(tier: Tier) -> Option<super::SinCosFn> {
+    crate::dispatch::kernels_for(tier).map(|k| k.sincos)
+}
 
 /// The accuracy target for `Exact` mode.
 const TARGET: f64 = 2.5e-7;

@@ -112,6 +112,7 @@ pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, 
     unsafe { generic::convert::convert(Avx2::new_unchecked(), a) }
 }
 
+#[cfg(feature = "bench-internals")]
 /// # Safety
 /// The contract of [`ScaleFn`](crate::kernels::ScaleFn) (which includes AVX2 + F16C).
 #[target_feature(enable = "avx2,f16c")]

@@ -158,6 +158,7 @@ pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, 
     unsafe { generic::convert::convert(Avx512::new_unchecked(), a) }
 }
 
+#[cfg(feature = "bench-internals")]
 /// # Safety
 /// The contract of [`ScaleFn`](crate::kernels::ScaleFn) (which includes AVX-512F).
 #[target_feature(enable = "avx512f")]
