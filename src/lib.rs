@@ -83,14 +83,14 @@ pub use config::{AngleMode, Layout, RopeConfig, RopeParams, MAX_PAIRS, MAX_ROTAR
 pub use cossin::CosSinTable;
 #[cfg(feature = "alloc")]
 pub use cossin::RopeCache;
-pub use dispatch::Tier;
-pub use element::{DType, Element, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
 pub use error::{Operand, RopeError};
 pub use freq::{Frequencies, LongRopeParams, LongRopeRef, PairFactors, Scaling, ScalingRef, YarnParams};
 pub use half::{bf16, f16};
+pub use kernels::element::{DType, Element, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
 #[doc(hidden)]
 pub use kernels::q8_0::CacheDType;
 pub use kernels::q8_0::{quantize_row_q8_0, BlockQ8_0, CacheElement, QK8_0};
+pub use kernels::tier::Tier;
 #[doc(hidden)]
 pub use rope::ErasedDest;
 pub use rope::{

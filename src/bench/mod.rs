@@ -4,9 +4,9 @@
 //! `rope_kernels::__bench`.
 
 use crate::dispatch::{kernels_for, Tier};
-use crate::element::Element;
 use crate::error::{Operand, RopeError};
 use crate::kernels;
+use crate::kernels::element::Element;
 
 pub mod encodings;
 pub mod sincos;
@@ -216,14 +216,14 @@ fn lattice_extent(
 /// [`RopeError::StrideOverflow`] if the heads do not fit (`K`: the source, `KOut`: the
 /// destination). Nothing is written then.
 #[allow(clippy::too_many_arguments)]
-pub fn convert_rows<I: Element, O: crate::CacheElement>(
+pub fn convert_rows<I: Element, O: crate::kernels::q8_0::CacheElement>(
     tier: Tier,
     src: &[I],
     dst: &mut [O],
     r: ConvertRows,
     cos: &[f32],
     sin: &[f32],
-    layout: crate::Layout,
+    layout: crate::kernels::shape::Layout,
     inverse: bool,
 ) -> Result<(), RopeError> {
     let k = kernels_for(tier).ok_or(RopeError::TierUnavailable)?;
@@ -231,8 +231,8 @@ pub fn convert_rows<I: Element, O: crate::CacheElement>(
         return Err(RopeError::TableShape);
     }
     let rotary_dim = 2 * cos.len();
-    if rotary_dim > crate::MAX_ROTARY_DIM {
-        return Err(RopeError::RotaryDimTooLarge { rotary_dim, max: crate::MAX_ROTARY_DIM });
+    if rotary_dim > crate::kernels::shape::MAX_ROTARY_DIM {
+        return Err(RopeError::RotaryDimTooLarge { rotary_dim, max: crate::kernels::shape::MAX_ROTARY_DIM });
     }
     if rotary_dim > r.head_dim {
         return Err(RopeError::RotaryDimExceedsHeadDim { rotary_dim, head_dim: r.head_dim });

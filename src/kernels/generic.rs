@@ -48,7 +48,7 @@ use half::{bf16, f16};
 
 use super::scalar::rotate_pair;
 use super::RotateArgs;
-use crate::element::Element;
+use crate::kernels::element::Element;
 use crate::kernels::shape::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
 
 /// Runs `$body` with the const `$nv` bound to `$n` when `$n` is 1 to 8 (the heads the
@@ -1680,6 +1680,9 @@ mod tests {
             }
             assert_eq!(bf16_round_bits(bits), bf16::from_f32(x).to_bits(), "{bits:#010x}");
         }
-        assert_eq!(bf16_round_bits(crate::CANONICAL_NAN_F32), crate::CANONICAL_NAN_BF16);
+        assert_eq!(
+            bf16_round_bits(crate::kernels::element::CANONICAL_NAN_F32),
+            crate::kernels::element::CANONICAL_NAN_BF16
+        );
     }
 }

@@ -17,14 +17,15 @@
 
 use half::{bf16, f16};
 
-use crate::dispatch::Tier;
-use crate::element::Element;
+use crate::kernels::element::Element;
 use crate::kernels::shape::Layout;
+use crate::kernels::tier::Tier;
 pub(crate) use rows::{AddRowFn, AlibiRowFn};
 
 // The NEON tier reads a bf16 pair as one little-endian word; aarch64_be gets Portable.
 #[cfg(all(target_arch = "aarch64", target_endian = "little"))]
 pub(crate) mod aarch64;
+pub(crate) mod element;
 pub(crate) mod generic;
 pub(crate) mod portable;
 pub(crate) mod q8_0;
@@ -34,6 +35,7 @@ pub(crate) mod rows;
 pub(crate) mod scalar;
 pub(crate) mod shape;
 pub(crate) mod sincos;
+pub(crate) mod tier;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_64;
 
@@ -158,13 +160,13 @@ pub(crate) struct Kernels {
 macro_rules! per_tier {
     ($tier:expr, $($f:tt)+) => {
         match $tier {
-            $crate::dispatch::Tier::Portable => $crate::kernels::portable::$($f)+,
+            $crate::kernels::tier::Tier::Portable => $crate::kernels::portable::$($f)+,
             #[cfg(target_arch = "x86_64")]
-            $crate::dispatch::Tier::Avx2 => $crate::kernels::x86_64::avx2::$($f)+,
+            $crate::kernels::tier::Tier::Avx2 => $crate::kernels::x86_64::avx2::$($f)+,
             #[cfg(target_arch = "x86_64")]
-            $crate::dispatch::Tier::Avx512 => $crate::kernels::x86_64::avx512::$($f)+,
+            $crate::kernels::tier::Tier::Avx512 => $crate::kernels::x86_64::avx512::$($f)+,
             #[cfg(all(target_arch = "aarch64", target_endian = "little"))]
-            $crate::dispatch::Tier::Neon => $crate::kernels::aarch64::neon::$($f)+,
+            $crate::kernels::tier::Tier::Neon => $crate::kernels::aarch64::neon::$($f)+,
             _ => $crate::kernels::scalar::$($f)+,
         }
     };

@@ -13,10 +13,15 @@ use wide::{f32x4, u32x4};
 use super::generic::convert::ConvertOut;
 use super::generic::{self, Simd, SimdElement};
 use super::{kernels_table, ConvertArgs, Kernels, RotateArgs};
-use crate::dispatch::Tier;
 use crate::kernels::shape::Layout;
+use crate::kernels::tier::Tier;
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Portable, super::sincos::portable::fill_row);
+
+/// This tier's table: the build's baseline, always there.
+pub(crate) fn get() -> Option<&'static Kernels> {
+    Some(&KERNELS)
+}
 
 /// The portable tier's token. Needs nothing beyond the build's baseline.
 #[derive(Clone, Copy)]
@@ -171,7 +176,7 @@ impl Simd for Portable {
     }
     #[inline(always)]
     fn canonicalize_nan(self, v: f32x4) -> f32x4 {
-        v.is_nan().select(f32x4::splat(f32::from_bits(crate::CANONICAL_NAN_F32)), v)
+        v.is_nan().select(f32x4::splat(f32::from_bits(crate::kernels::element::CANONICAL_NAN_F32)), v)
     }
     #[inline(always)]
     unsafe fn load_f16(self, p: *const f16) -> f32x4 {

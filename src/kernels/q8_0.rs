@@ -64,7 +64,10 @@ impl BlockQ8_0 {
     /// and for non-finite inputs).
     pub fn quantize(x: &[f32; QK8_0]) -> BlockQ8_0 {
         if x.iter().any(|v| v.is_nan()) {
-            return BlockQ8_0 { d: f16::from_bits(crate::CANONICAL_NAN_F16), qs: [0; QK8_0] };
+            return BlockQ8_0 {
+                d: f16::from_bits(crate::kernels::element::CANONICAL_NAN_F16),
+                qs: [0; QK8_0],
+            };
         }
         if x.iter().any(|v| v.is_infinite()) {
             return BlockQ8_0 { d: f16::INFINITY, qs: [0; QK8_0] };

@@ -17,7 +17,7 @@
 //! no per-token call overhead is charged to the roofline. No rounding or conversion is done: the f16/bf16 conversion roofline is
 //! the tier's `scale` kernel ([`super::ScaleFn`]).
 
-use crate::dispatch::Tier;
+use crate::kernels::tier::Tier;
 
 /// The shape of a roofline pass: `rows` rows of `row_bytes` bytes, `stride` bytes apart.
 #[derive(Clone, Copy)]

@@ -12,12 +12,17 @@ use core::arch::asm;
 
 use half::{bf16, f16};
 
-use crate::dispatch::Tier;
 use crate::kernels::generic::convert::ConvertOut;
 use crate::kernels::generic::{self, Simd, SimdElement};
+use crate::kernels::tier::Tier;
 use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Neon, crate::kernels::sincos::neon::fill_row);
+
+/// This tier's table: NEON is part of every aarch64 target's baseline.
+pub(crate) fn get() -> Option<&'static Kernels> {
+    cfg!(target_feature = "neon").then_some(&KERNELS)
+}
 
 /// Proof that the CPU supports NEON (always true on aarch64).
 #[derive(Clone, Copy)]
@@ -207,7 +212,11 @@ impl Simd for Neon {
         unsafe {
             // All ones where v == v, i.e. not NaN.
             let ordered = vceqq_f32(v, v);
-            vbslq_f32(ordered, v, vreinterpretq_f32_u32(vdupq_n_u32(crate::CANONICAL_NAN_F32)))
+            vbslq_f32(
+                ordered,
+                v,
+                vreinterpretq_f32_u32(vdupq_n_u32(crate::kernels::element::CANONICAL_NAN_F32)),
+            )
         }
     }
     #[inline(always)]

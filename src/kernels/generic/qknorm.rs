@@ -37,7 +37,7 @@ use core::mem::MaybeUninit;
 use half::bf16;
 
 use super::{heads_ahead, prefetch_range, store_words, Row, Simd, SimdElement, MAX_LANES, SPLIT_ENTRIES};
-use crate::element::Element;
+use crate::kernels::element::Element;
 use crate::kernels::shape::{Layout, MAX_ROTARY_DIM};
 use crate::kernels::RotateArgs;
 

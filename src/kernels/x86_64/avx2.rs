@@ -7,12 +7,17 @@ use core::arch::x86_64::*;
 
 use half::{bf16, f16};
 
-use crate::dispatch::Tier;
 use crate::kernels::generic::convert::ConvertOut;
 use crate::kernels::generic::{self, Simd, SimdElement};
+use crate::kernels::tier::Tier;
 use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx2, crate::kernels::sincos::avx2::fill_row);
+
+/// This tier's table, if the CPU has AVX2, FMA and F16C.
+pub(crate) fn get() -> Option<&'static Kernels> {
+    (super::features() & super::HAS_AVX2 != 0).then_some(&KERNELS)
+}
 
 /// Proof that the CPU supports AVX2 and F16C.
 #[derive(Clone, Copy)]
@@ -264,7 +269,11 @@ impl Simd for Avx2 {
         // SAFETY: see `splat`.
         unsafe {
             let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v);
-            _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(crate::CANONICAL_NAN_F32 as i32)), nan)
+            _mm256_blendv_ps(
+                v,
+                _mm256_castsi256_ps(_mm256_set1_epi32(crate::kernels::element::CANONICAL_NAN_F32 as i32)),
+                nan,
+            )
         }
     }
     #[inline(always)]

@@ -12,15 +12,20 @@ use core::arch::x86_64::*;
 use half::{bf16, f16};
 
 use super::avx2::tree_lanes8;
-use crate::dispatch::Tier;
 use crate::kernels::generic::convert::ConvertOut;
 use crate::kernels::generic::{self, Simd, SimdElement};
+use crate::kernels::tier::Tier;
 use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx512, crate::kernels::sincos::avx512::fill_row);
 
+/// This tier's table, if the CPU has AVX-512F and every feature of the AVX2 tier.
+pub(crate) fn get() -> Option<&'static Kernels> {
+    (super::features() & super::HAS_AVX512 != 0).then_some(&KERNELS)
+}
+
 /// Proof that the CPU supports AVX-512F and the AVX2, FMA and F16C it implies (the
-/// dispatcher checks all four; see `dispatch::cpuid::tiers_from`).
+/// dispatcher checks all four; see `kernels::x86_64::cpuid::tiers_from`).
 #[derive(Clone, Copy)]
 pub(crate) struct Avx512(());
 
@@ -315,7 +320,7 @@ impl Simd for Avx512 {
             _mm512_mask_blend_ps(
                 self.unordered(v, v),
                 v,
-                _mm512_castsi512_ps(_mm512_set1_epi32(crate::CANONICAL_NAN_F32 as i32)),
+                _mm512_castsi512_ps(_mm512_set1_epi32(crate::kernels::element::CANONICAL_NAN_F32 as i32)),
             )
         }
     }
