@@ -1,9 +1,15 @@
 //! The kernel tiers and the signatures they share.
 //!
-//! Each tier module exposes one `pub(crate) static KERNELS: Kernels` (its tier, proven
-//! available, and its cos/sin generator) and the same boundary functions (`rotate`,
-//! `scale`, `add_row`, `alibi_row`), which the per-operation tables below pick by tier and
-//! element type (`per_tier!`). The scalar tier is the oracle: every other tier must produce bit-identical output for every input. To keep
+//! One folder per tier holds all of that tier's code, with the same file names in each:
+//! `scalar/` (the oracle), `portable/`, `x86_64/avx2/`, `x86_64/avx512/`, `aarch64/neon/`;
+//! in each, `mod.rs` (its SIMD token, its `#[target_feature]` boundary, [`tier_boundary!`],
+//! and `get()`, which returns its `KERNELS` table only if the CPU has its features),
+//! `sincos.rs` (its cos/sin generator) and, for the x86-64 tiers, `roofline.rs` (benchmark
+//! support). The algorithms they share are generic over the tier's token: `generic`
+//! (rotation, conversion, QK-norm, row kernels), `sincos` (the generator), `roofline`.
+//! The element data ([`element`]) and the tiers ([`tier`]) live here too, so the kernels
+//! depend on nothing above them. The per-operation tables below pick a tier's boundary
+//! functions by tier and element type (`per_tier!`). The scalar tier is the oracle: every other tier must produce bit-identical output for every input. To keep
 //! that possible, every tier performs the same f32 operations in the same order and none
 //! fuses a multiply with an add:
 //!

@@ -95,15 +95,6 @@
 
 use crate::kernels::Kernels;
 
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod avx2;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512;
-#[cfg(all(target_arch = "aarch64", target_endian = "little"))]
-pub(crate) mod neon;
-pub(crate) mod portable;
-pub(crate) mod scalar;
-
 #[cfg(test)]
 mod tests;
 

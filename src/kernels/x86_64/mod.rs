@@ -15,6 +15,8 @@ use core::sync::atomic::{AtomicU8, Ordering};
 
 pub(crate) mod avx2;
 pub(crate) mod avx512;
+#[cfg(feature = "bench-internals")]
+pub(crate) mod roofline;
 
 pub(crate) mod cpuid {
     // `cpufeatures` checks CPUID and that the OS saves the YMM/ZMM state (XGETBV).

@@ -3,6 +3,10 @@
 //! The tier requires AVX2, FMA and F16C (detected together), but the kernels never fuse a
 //! multiply with an add (bit-identity with the oracle), so FMA is not enabled for codegen.
 
+#[cfg(feature = "bench-internals")]
+pub(crate) mod roofline;
+pub(crate) mod sincos;
+
 use core::arch::x86_64::*;
 
 use half::{bf16, f16};
@@ -12,7 +16,7 @@ use crate::kernels::generic::{self, Simd, SimdElement};
 use crate::kernels::tier::Tier;
 use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 
-pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx2, crate::kernels::sincos::avx2::fill_row);
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx2, sincos::fill_row);
 
 /// This tier's table, if the CPU has AVX2, FMA and F16C.
 pub(crate) fn get() -> Option<&'static Kernels> {

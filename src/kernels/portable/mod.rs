@@ -7,6 +7,8 @@
 //! oracle uses); the arithmetic stays in vectors. `bf16` is widened by a 16-bit shift and rounded with
 //! the integer rounding of [`Simd::store_bf16`] lane-wise in `u32x4`.
 
+pub(crate) mod sincos;
+
 use half::{bf16, f16};
 use wide::{f32x4, u32x4};
 
@@ -16,7 +18,7 @@ use super::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 use crate::kernels::shape::Layout;
 use crate::kernels::tier::Tier;
 
-pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Portable, super::sincos::portable::fill_row);
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Portable, sincos::fill_row);
 
 /// This tier's table: the build's baseline, always there.
 pub(crate) fn get() -> Option<&'static Kernels> {

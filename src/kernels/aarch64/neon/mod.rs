@@ -7,6 +7,8 @@
 //! which Rust code always runs with its default (round to nearest even, no flush to zero),
 //! so subnormal f16 results are kept.
 
+pub(crate) mod sincos;
+
 use core::arch::aarch64::*;
 use core::arch::asm;
 
@@ -17,7 +19,7 @@ use crate::kernels::generic::{self, Simd, SimdElement};
 use crate::kernels::tier::Tier;
 use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 
-pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Neon, crate::kernels::sincos::neon::fill_row);
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Neon, sincos::fill_row);
 
 /// This tier's table: NEON is part of every aarch64 target's baseline.
 pub(crate) fn get() -> Option<&'static Kernels> {

@@ -3,6 +3,8 @@
 //! Written for clarity, with no target features. See the module docs of
 //! [`kernels`](super) for the exact operation order.
 
+pub(crate) mod sincos;
+
 use super::generic::convert::ConvertOut;
 use super::q8_0::QK8_0;
 use super::{kernels_table, ConvertArgs, Kernels, RotateArgs};
@@ -16,7 +18,7 @@ pub(crate) use super::generic::qknorm::{
 };
 pub(crate) use super::rows::{add_row_scalar as add_row, alibi_row_scalar as alibi_row};
 
-pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Scalar, super::sincos::scalar::fill_row);
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Scalar, sincos::fill_row);
 
 /// This tier's table: plain Rust, always there.
 pub(crate) fn get() -> Option<&'static Kernels> {

@@ -7,6 +7,10 @@
 //! docs of [`x86_64`](super) and the NaN check `vcmpps` (`Avx512::unordered`): under Miri
 //! those take an equivalent path Miri can interpret.
 
+#[cfg(feature = "bench-internals")]
+pub(crate) mod roofline;
+pub(crate) mod sincos;
+
 use core::arch::x86_64::*;
 
 use half::{bf16, f16};
@@ -17,7 +21,7 @@ use crate::kernels::generic::{self, Simd, SimdElement};
 use crate::kernels::tier::Tier;
 use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 
-pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx512, crate::kernels::sincos::avx512::fill_row);
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx512, sincos::fill_row);
 
 /// This tier's table, if the CPU has AVX-512F and every feature of the AVX2 tier.
 pub(crate) fn get() -> Option<&'static Kernels> {
