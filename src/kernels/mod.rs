@@ -321,3 +321,115 @@ macro_rules! kernels_table {
     };
 }
 pub(crate) use kernels_table;
+
+/// The `#[target_feature]` boundary of a SIMD tier, written once per tier (in its
+/// `mod.rs`): every entry point the per-operation tables hand out is compiled with the
+/// tier's features and runs the shared generic kernel with the tier's token. The generic
+/// kernels and the token's operations are `#[inline(always)]`, so they inline into these
+/// functions and are compiled for the tier's instructions.
+///
+/// ```text
+/// tier_boundary! {
+///     features = "avx2,f16c",         // omitted for the portable tier (the baseline)
+///     token = Avx2::new_unchecked();  // the tier's token, built only in these functions
+///     // the tier's own entry points (rotate, rotate_rows and their out-of-line parts,
+///     // whose choices differ by tier), each given the features above
+///     pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) { ... }
+/// }
+/// ```
+///
+/// It defines `convert`, `scale` (feature `bench-internals`), `norm_heads`,
+/// `norm_rope_heads`, `add_row` and `alibi_row`, each with the contract of its function type
+/// ([`ConvertFn`], [`ScaleFn`], [`NormFn`](generic::qknorm::NormFn),
+/// [`NormRopeFn`](generic::qknorm::NormRopeFn), [`AddRowFn`], [`AlibiRowFn`]), which
+/// includes that the CPU supports the tier: that is what makes building `token` sound.
+macro_rules! tier_boundary {
+    (features = $f:literal, token = $token:expr; $($item:item)*) => {
+        $crate::kernels::tier_boundary!(@ops [#[target_feature(enable = $f)]] $token);
+        $crate::kernels::tier_boundary!(@items $f; $($item)*);
+    };
+    (token = $token:expr; $($item:item)*) => {
+        $crate::kernels::tier_boundary!(@ops [] $token);
+        $($item)*
+    };
+    (@items $f:literal;) => {};
+    (@items $f:literal; $item:item $($rest:item)*) => {
+        #[target_feature(enable = $f)]
+        $item
+        $crate::kernels::tier_boundary!(@items $f; $($rest)*);
+    };
+    (@ops [$($attr:tt)*] $token:expr) => {
+        /// # Safety
+        /// The contract of [`ConvertFn`]($crate::kernels::ConvertFn) (which includes this
+        /// tier's features).
+        $($attr)*
+        pub(crate) unsafe fn convert<
+            I: $crate::kernels::generic::SimdElement,
+            O: $crate::kernels::generic::convert::ConvertOut,
+        >(
+            a: &$crate::kernels::ConvertArgs<'_, I, O>,
+        ) {
+            // SAFETY: the caller's contract says the CPU supports this tier (so the token
+            // may be built); the rest is forwarded.
+            unsafe { $crate::kernels::generic::convert::convert($token, a) }
+        }
+
+        /// # Safety
+        /// The contract of [`ScaleFn`]($crate::kernels::ScaleFn) (which includes this tier's
+        /// features).
+        #[cfg(feature = "bench-internals")]
+        $($attr)*
+        pub(crate) unsafe fn scale<T: $crate::kernels::generic::SimdElement>(x: *mut T, len: usize, c: f32) {
+            // SAFETY: as in `convert`.
+            unsafe { $crate::kernels::generic::scale($token, x, len, c) }
+        }
+
+        /// # Safety
+        /// The contract of [`NormFn`]($crate::kernels::generic::qknorm::NormFn) (which
+        /// includes this tier's features).
+        $($attr)*
+        pub(crate) unsafe fn norm_heads<T: $crate::kernels::generic::SimdElement>(
+            a: &$crate::kernels::generic::qknorm::NormArgs<'_, T>,
+        ) {
+            // SAFETY: as in `convert`.
+            unsafe { $crate::kernels::generic::qknorm::norm_heads($token, a) }
+        }
+
+        /// # Safety
+        /// The contract of [`NormRopeFn`]($crate::kernels::generic::qknorm::NormRopeFn)
+        /// (which includes this tier's features).
+        $($attr)*
+        pub(crate) unsafe fn norm_rope_heads<T: $crate::kernels::generic::SimdElement>(
+            a: &$crate::kernels::generic::qknorm::NormRopeArgs<'_, T>,
+        ) -> bool {
+            // SAFETY: as in `convert`.
+            unsafe { $crate::kernels::generic::qknorm::norm_rope_heads($token, a) }
+        }
+
+        /// # Safety
+        /// The contract of [`AddRowFn`]($crate::kernels::AddRowFn) (which includes this
+        /// tier's features).
+        $($attr)*
+        pub(crate) unsafe fn add_row<
+            T: $crate::kernels::generic::SimdElement,
+            P: $crate::kernels::generic::SimdElement,
+        >(
+            x: *mut T,
+            pe: *const P,
+            n: usize,
+        ) {
+            // SAFETY: as in `convert`.
+            unsafe { $crate::kernels::generic::rows::add_row($token, x, pe, n) }
+        }
+
+        /// # Safety
+        /// The contract of [`AlibiRowFn`]($crate::kernels::AlibiRowFn) (which includes this
+        /// tier's features).
+        $($attr)*
+        pub(crate) unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
+            // SAFETY: as in `convert`.
+            unsafe { $crate::kernels::generic::rows::alibi_row($token, row, n, slope, first_distance, symmetric) }
+        }
+    };
+}
+pub(crate) use tier_boundary;
