@@ -258,8 +258,8 @@ pub(super) unsafe fn norm_whole_form<S: Simd, T: SimdElement, const NV: usize>(
 }
 
 /// [`norm_heads`] for heads of one segment (`split == head_dim`) of `NV * S::LANES`
-/// elements (`NV` even), as [`half_split_whole`] walks them: in chunks of up to [`CHUNK`]
-/// heads, first every head's `inv_rms` ([`head_inv_rms`]: the order of the module docs),
+/// elements (`NV` even), as [`half_split_whole`](rope::half_split_whole) walks them: in
+/// chunks of up to [`CHUNK`] heads, first every head's `inv_rms` ([`head_inv_rms`]: the order of the module docs),
 /// then each head read again (from L1, or L2 for a chunk larger than L1), scaled and stored,
 /// the weights loaded once per call (into registers where they fit; 16 vectors spill on
 /// AVX2, NEON and portable). The generic path (segments, gathered chunks, pointers per head)
