@@ -14,7 +14,7 @@
 //!   pass a flat quantize);
 //! - `<tier>/flat_bf16`, `<tier>/flat_q8_0`: the second passes alone.
 //!
-//! Throughput is in elements per second. Run: `cargo bench --bench convert_kernels`
+//! Throughput is in elements per second. Run: `cargo bench --features bench-internals --bench convert_kernels`
 //! (short: `-- --warm-up-time 1 --measurement-time 2`).
 
 use std::hint::black_box;

@@ -26,7 +26,7 @@
 //! separate conversion pass costs (loads, bf16 rounding, stores, call overhead), a reference
 //! for the fused row's extra over `no_cache`, not a bound on it.
 //!
-//! Run: `cargo bench --bench layer -- --warm-up-time 1 --measurement-time 2`; set
+//! Run: `cargo bench --features bench-internals --bench layer -- --warm-up-time 1 --measurement-time 2`; set
 //! `LAYER_FUSED_FIRST=1` to put the fused row first in each group (alternate runs to see drift).
 
 use std::hint::black_box;

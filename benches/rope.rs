@@ -14,10 +14,10 @@
 //! pass through the tier's widen/round path (`rope_kernels::__bench::scale`).
 //! Throughput is in elements (q plus k) per second.
 //!
-//! Run: `cargo bench --bench rope` (a few minutes), then `python3 scripts/bench-table.py`
+//! Run: `cargo bench --features bench-internals --bench rope` (a few minutes), then `python3 scripts/bench-table.py`
 //! for the README table (from each benchmark's fastest sample; `--median` for criterion's
 //! median). Filter with criterion's usual argument, e.g.
-//! `cargo bench --bench rope -- prefill/bf16`.
+//! `cargo bench --features bench-internals --bench rope -- prefill/bf16`.
 
 use std::hint::black_box;
 use std::time::Duration;

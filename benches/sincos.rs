@@ -3,7 +3,7 @@
 //! f32, in place) with cos/sin generated on the fly against the same step reading a
 //! precomputed cache.
 //!
-//! Run: `cargo bench --bench sincos` (criterion; `-- row` or `-- decode` to pick a group).
+//! Run: `cargo bench --features bench-internals --bench sincos` (criterion; `-- row` or `-- decode` to pick a group).
 //!
 //! The rotate itself runs on the tier of the `Rope` (the process-wide dispatcher's). The
 //! `decode/gen_<tier>+table` rows generate the row with that generator tier and rotate with

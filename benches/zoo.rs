@@ -39,7 +39,7 @@
 //! whose pairs fill whole vectors, and no SIMD tier slower than the portable one.
 //!
 //! Run: `scripts/zoo.sh` (about 40 minutes), or `ZOO_FILTER=phi-2/decode,/long/f32-bshd-in
-//! cargo bench --bench zoo` for a subset (comma-separated substrings of the group names,
+//! cargo bench --features bench-internals --bench zoo` for a subset (comma-separated substrings of the group names,
 //! checked before any buffer is built; criterion's own filter argument also works).
 
 use std::hint::black_box;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns the criterion results of `cargo bench --bench rope` into the README table.
+"""Turns the criterion results of `cargo bench --features bench-internals --bench rope` into the README table.
 
 Reads target/criterion/**/new/{benchmark,sample}.json (or the directory given as the first
 argument), and prints one markdown row per (shape, dtype, layout, tier): the rotate
@@ -15,7 +15,7 @@ tiers: f32 rope >= 0.9x roofline on prefill and long, >= 0.7x on decode; bf16 el
 Exits 1 if a rope row beats its roofline by more than 1.05x (issue 18: the roofline
 is an upper bound).
 
-Usage: cargo bench --bench rope && python3 scripts/bench-table.py [--median] [CRITERION_DIR]
+Usage: cargo bench --features bench-internals --bench rope && python3 scripts/bench-table.py [--median] [CRITERION_DIR]
 """
 
 import glob
@@ -65,7 +65,7 @@ def main():
     root = args[0] if args else os.path.join("target", "criterion")
     r = load(root, median)
     if not r:
-        sys.exit(f"no rope benchmark results under {root}; run `cargo bench --bench rope` first")
+        sys.exit(f"no rope benchmark results under {root}; run `cargo bench --features bench-internals --bench rope` first")
     print(f"Time per iteration: criterion's {'median' if median else 'fastest sample'}.")
     print()
     print("| shape | dtype | layout | tier | rope (Gelem/s) | roofline (Gelem/s) | rope / roofline |")

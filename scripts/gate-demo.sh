@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Demonstrates both regression gates (issue 14) against the test-only slowdowns of
-# src/rope/gate_slowdown.rs:
+# the gate harness (tools/gate/bench/src/slowdown.rs; the library has no hook):
 #   (a) the timing gate, same versus same (baseline HEAD, candidate the working tree,
 #       unchanged), SAME_RUNS times, with a CPU hog (a bounded busy loop) started partway
 #       through each run: must pass every time;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the model-zoo table from the criterion results of `cargo bench --bench zoo`.
+"""Prints the model-zoo table from the criterion results of `cargo bench --features bench-internals --bench zoo`.
 
 Reads target/criterion/**/new/{benchmark,sample}.json (or the directory given), groups
 `<model>/<shape>/<variant>` with functions `<tier>/{rope,roof*,conv}@<round>` (see
@@ -202,7 +202,7 @@ def main(argv):
     rows, violations, misses = table(r)
     misses += sweep(r)
     if not rows:
-        print(f"no zoo results under {root}; run `cargo bench --bench zoo` first", file=sys.stderr)
+        print(f"no zoo results under {root}; run `cargo bench --features bench-internals --bench zoo` first", file=sys.stderr)
         return 1
     print(f"\n{len(misses)} target(s) missed" if misses else "\nall targets met")
     for m in misses:

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 dir=target/zoo-criterion
 rm -rf "$dir"
 log=$(mktemp)
-if ! CRITERION_HOME="$dir" cargo bench --quiet --bench zoo > "$log" 2>&1; then
+if ! CRITERION_HOME="$dir" cargo bench --quiet --features bench-internals --bench zoo > "$log" 2>&1; then
     cat "$log" >&2
     exit 1
 fi

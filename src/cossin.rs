@@ -6,7 +6,9 @@
 
 use crate::config::AngleMode;
 use crate::error::RopeError;
-use crate::freq::{FreqRef, Frequencies};
+use crate::freq::FreqRef;
+#[cfg(any(test, feature = "bench-internals"))]
+use crate::freq::Frequencies;
 use crate::kernels::sincos::{RowInputs, SinCos};
 
 /// A table of cos/sin rows indexed by position, borrowed from the caller (no allocation).
@@ -121,6 +123,7 @@ pub(crate) fn fill_row(
 /// `position * inv_freq[i]` formed by one f64 multiplication (`HfCompatible`: the f32
 /// product), cos and sin by `libm` in f64, times the attention factor in f64, rounded once to
 /// f32. Above position 2^24 the f64 product itself is off by up to `2^-53 * angle`.
+#[cfg(any(test, feature = "bench-internals"))]
 pub(crate) fn fill_row_libm(
     freqs: &Frequencies,
     mode: AngleMode,
@@ -291,47 +294,5 @@ mod tests {
         // Position 3, pair 1: sin(3 * 10000^(-2/128)), within the generator's 3e-8.
         let want = libm::sin(3.0 * libm::pow(10_000.0, -2.0 / 128.0));
         assert!((f64::from(cache.table().row(3).unwrap().1[1]) - want).abs() < 6e-8);
-    }
-}
-
-/// Benchmark and example hooks of the cos/sin generator (`rope_kernels::__bench::sincos`):
-/// not part of the API, may change at any time.
-#[doc(hidden)]
-pub mod sincos_bench {
-    use crate::config::AngleMode;
-    use crate::dispatch::{Tier, ALL_TIERS};
-    use crate::freq::Frequencies;
-    use crate::kernels::sincos::{sincos_fn, RowInputs, SinCos};
-
-    /// The tiers whose generator this build and CPU have.
-    pub fn tiers() -> impl Iterator<Item = Tier> {
-        ALL_TIERS.into_iter().filter(|t| sincos_fn(*t).is_some())
-    }
-
-    /// Fills a row with the generator of `tier` (the scalar one if the tier is missing).
-    pub fn fill_row(
-        tier: Tier,
-        freqs: &Frequencies,
-        mode: AngleMode,
-        position: u32,
-        cos: &mut [f32],
-        sin: &mut [f32],
-    ) {
-        let gen = match crate::dispatch::kernels_for(tier) {
-            Some(k) => SinCos::of(k),
-            None => SinCos::of(&crate::kernels::scalar::KERNELS),
-        };
-        gen.fill(&RowInputs::new(&freqs.view(), mode), position, cos, sin);
-    }
-
-    /// Fills a row with the former libm generator (the test reference).
-    pub fn fill_row_libm(
-        freqs: &Frequencies,
-        mode: AngleMode,
-        position: u32,
-        cos: &mut [f32],
-        sin: &mut [f32],
-    ) {
-        crate::cossin::fill_row_libm(freqs, mode, position, cos, sin);
     }
 }

@@ -52,6 +52,7 @@
 //! | `alloc` | via `std` | `RopeCache` (`Rope::build_cache`) and the `_vec` helpers of [`encodings`] |
 //! | `hf-config` | yes | `hf_config`: load a `config.json` (implies `std`, adds `serde_json`) |
 //! | `rayon` | no | `Rope::par_apply*` over rayon's pool (implies `std`) |
+//! | `bench-internals` | no | benchmark support (rooflines, per-tier kernel calls), no stability promise |
 //!
 //! With `default-features = false` the crate is `no_std` without allocation; it builds for
 //! `thumbv7em-none-eabihf` and `aarch64-unknown-none`.
@@ -82,14 +83,14 @@ pub use config::{AngleMode, Layout, RopeConfig, RopeParams, MAX_PAIRS, MAX_ROTAR
 pub use cossin::CosSinTable;
 #[cfg(feature = "alloc")]
 pub use cossin::RopeCache;
-pub use dispatch::Tier;
-pub use element::{DType, Element, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
 pub use error::{Operand, RopeError};
 pub use freq::{Frequencies, LongRopeParams, LongRopeRef, PairFactors, Scaling, ScalingRef, YarnParams};
 pub use half::{bf16, f16};
+pub use kernels::element::{DType, Element, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
 #[doc(hidden)]
 pub use kernels::q8_0::CacheDType;
 pub use kernels::q8_0::{quantize_row_q8_0, BlockQ8_0, CacheElement, QK8_0};
+pub use kernels::tier::Tier;
 #[doc(hidden)]
 pub use rope::ErasedDest;
 pub use rope::{
@@ -108,19 +109,9 @@ pub use view::View;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-/// Benchmark support, not part of the API: no stability promise.
+/// Benchmark support (feature `bench-internals`), not part of the API: no stability
+/// promise.
+#[cfg(feature = "bench-internals")]
 #[doc(hidden)]
-pub mod __bench {
-    pub use crate::cossin::sincos_bench as sincos;
-    pub use crate::dispatch::bench_scale as scale;
-    pub use crate::dispatch::{bench_convert as convert_rows, ConvertRows};
-    pub use crate::dispatch::{
-        bench_roofline_copy as roofline_copy, bench_roofline_in_place as roofline_in_place,
-        bench_roofline_in_place_tokens as roofline_in_place_tokens, RooflineRows,
-    };
-    pub use crate::encodings::row_kernels::bench as encodings;
-    /// Calls with more rotated input bytes than this take the kernels' prefetch path (and,
-    /// out of place with a pass-through part, the head-by-head walk); the tier suite sizes
-    /// its large calls by it.
-    pub const PREFETCH_MIN_BYTES: usize = crate::kernels::PREFETCH_MIN_BYTES;
-}
+#[path = "bench/mod.rs"]
+pub mod __bench;

@@ -69,10 +69,11 @@ logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
 if [ $demo = 1 ]; then
-  # diff_f32 with the portable tier replaced by a mutant whose tail pair ignores the
-  # direction (src/kernels/mutant.rs), from an empty corpus (no seed shows it the bug) and
-  # a fixed libFuzzer seed. Succeeds only if the fuzzer reports the mismatch in time.
-  # The mutant is switched in by a cfg flag (cargo-fuzz appends RUSTFLAGS to its own).
+  # diff_f32 with the portable tier's output corrupted by the harness as a tail bug would
+  # (the tail pair ignores the direction; tests/fuzzing/diff/broken_tier.rs), from an empty
+  # corpus (no seed shows it the bug) and a fixed libFuzzer seed. Succeeds only if the
+  # fuzzer reports the mismatch in time. The corruption is switched on by a cfg flag
+  # (cargo-fuzz appends RUSTFLAGS to its own).
   export RUSTFLAGS="${RUSTFLAGS:-} --cfg rope_broken_tier_demo"
   echo "=== broken-tier demo: diff_f32 with --cfg rope_broken_tier_demo, empty corpus, ${SECONDS_PER_TARGET}s"
   cargo "${toolchain[@]}" fuzz build "${fuzz_flags[@]}" diff_f32

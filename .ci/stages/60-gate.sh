@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 14 checks: the regression gates (scripts/bench-gate.sh, scripts/instr-gate.sh) and
 # their harness (tools/gate, its own workspace), from nothing: installs valgrind and
-# gungraun-runner, lints and tests the harness, tests the test-only slowdown
-# (`--cfg rope_gate_slowdown`, src/rope/gate_slowdown.rs) for unchanged output, then runs
+# gungraun-runner, lints and tests the harness, tests the harness's test-only slowdown
+# (`--cfg rope_gate_slowdown`, tools/gate/bench/src/slowdown.rs) for unchanged output, then runs
 # scripts/gate-demo.sh --short: same versus same under a CPU hog must pass, the 5% and 2×
 # slowdowns must be flagged by both gates, instruction counts must repeat exactly.
 # Needs a git checkout (the gates' baseline is HEAD).
@@ -33,8 +33,8 @@ cargo clippy --quiet --manifest-path tools/gate/Cargo.toml --workspace --all-tar
 cargo test --quiet --manifest-path tools/gate/Cargo.toml -p rope-gate-stat
 lap "harness linted and tested"
 
-# The slowed build computes the same bits (every row rotated again, into scratch).
-RUSTFLAGS='--cfg rope_gate_slowdown="2x"' cargo test --quiet --features rayon --test parallel
+# The slowed harness computes the same bits (every row rotated again, into scratch).
+RUSTFLAGS='--cfg rope_gate_slowdown="2x"' cargo test --quiet --manifest-path tools/gate/Cargo.toml -p rope-gate-bench --lib
 lap "slowed build: same output"
 
 scripts/gate-demo.sh --short

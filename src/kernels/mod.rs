@@ -1,9 +1,15 @@
 //! The kernel tiers and the signatures they share.
 //!
-//! Each tier module exposes one `pub(crate) static KERNELS: Kernels` (its tier, proven
-//! available, and its cos/sin generator) and the same boundary functions (`rotate`,
-//! `scale`, `add_row`, `alibi_row`), which the per-operation tables below pick by tier and
-//! element type (`per_tier!`). The scalar tier is the oracle: every other tier must produce bit-identical output for every input. To keep
+//! One folder per tier holds all of that tier's code, with the same file names in each:
+//! `scalar/` (the oracle), `portable/`, `x86_64/avx2/`, `x86_64/avx512/`, `aarch64/neon/`;
+//! in each, `mod.rs` (its SIMD token, its `#[target_feature]` boundary, [`tier_boundary!`],
+//! and `get()`, which returns its `KERNELS` table only if the CPU has its features),
+//! `sincos.rs` (its cos/sin generator) and, for the x86-64 tiers, `roofline.rs` (benchmark
+//! support). The algorithms they share are generic over the tier's token: `generic`
+//! (rotation, conversion, QK-norm, row kernels), `sincos` (the generator), `roofline`.
+//! The element data ([`element`]) and the tiers ([`tier`]) live here too, so the kernels
+//! depend on nothing above them. The per-operation tables below pick a tier's boundary
+//! functions by tier and element type (`per_tier!`). The scalar tier is the oracle: every other tier must produce bit-identical output for every input. To keep
 //! that possible, every tier performs the same f32 operations in the same order and none
 //! fuses a multiply with an add:
 //!
@@ -17,24 +23,25 @@
 
 use half::{bf16, f16};
 
-use crate::dispatch::Tier;
-use crate::element::Element;
+use crate::kernels::element::Element;
 use crate::kernels::shape::Layout;
+use crate::kernels::tier::Tier;
 pub(crate) use rows::{AddRowFn, AlibiRowFn};
 
 // The NEON tier reads a bf16 pair as one little-endian word; aarch64_be gets Portable.
 #[cfg(all(target_arch = "aarch64", target_endian = "little"))]
 pub(crate) mod aarch64;
+pub(crate) mod element;
 pub(crate) mod generic;
-#[cfg(rope_broken_tier_demo)]
-pub(crate) mod mutant;
 pub(crate) mod portable;
 pub(crate) mod q8_0;
+#[cfg(feature = "bench-internals")]
 pub(crate) mod roofline;
 pub(crate) mod rows;
 pub(crate) mod scalar;
 pub(crate) mod shape;
 pub(crate) mod sincos;
+pub(crate) mod tier;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_64;
 
@@ -135,6 +142,7 @@ pub(crate) type ConvertFn<I, O> = unsafe fn(&ConvertArgs<'_, I, O>);
 ///
 /// # Safety
 /// `x .. x + len` is valid for reads and writes; the CPU supports the table's tier.
+#[cfg(feature = "bench-internals")]
 pub(crate) type ScaleFn<T> = unsafe fn(x: *mut T, len: usize, c: f32);
 
 /// One tier, proven available: the table the dispatcher hands out only after detecting the
@@ -158,13 +166,13 @@ pub(crate) struct Kernels {
 macro_rules! per_tier {
     ($tier:expr, $($f:tt)+) => {
         match $tier {
-            $crate::dispatch::Tier::Portable => $crate::kernels::portable::$($f)+,
+            $crate::kernels::tier::Tier::Portable => $crate::kernels::portable::$($f)+,
             #[cfg(target_arch = "x86_64")]
-            $crate::dispatch::Tier::Avx2 => $crate::kernels::x86_64::avx2::$($f)+,
+            $crate::kernels::tier::Tier::Avx2 => $crate::kernels::x86_64::avx2::$($f)+,
             #[cfg(target_arch = "x86_64")]
-            $crate::dispatch::Tier::Avx512 => $crate::kernels::x86_64::avx512::$($f)+,
+            $crate::kernels::tier::Tier::Avx512 => $crate::kernels::x86_64::avx512::$($f)+,
             #[cfg(all(target_arch = "aarch64", target_endian = "little"))]
-            $crate::dispatch::Tier::Neon => $crate::kernels::aarch64::neon::$($f)+,
+            $crate::kernels::tier::Tier::Neon => $crate::kernels::aarch64::neon::$($f)+,
             _ => $crate::kernels::scalar::$($f)+,
         }
     };
@@ -174,6 +182,7 @@ macro_rules! per_tier {
 pub(crate) trait SelectKernel: Sized {
     fn rotate_fn(k: &Kernels) -> RotateFn<Self>;
     fn rotate_rows_fn(k: &Kernels) -> RotateRowsFn<Self>;
+    #[cfg(feature = "bench-internals")]
     fn scale_fn(k: &Kernels) -> ScaleFn<Self>;
     /// The add-row kernel for rows of this type plus f32 encoding rows.
     fn add_row_f32_fn(k: &Kernels) -> AddRowFn<Self, f32>;
@@ -183,24 +192,20 @@ pub(crate) trait SelectKernel: Sized {
     fn norm_rope_fn(k: &Kernels) -> generic::qknorm::NormRopeFn<Self>;
 }
 
-/// Implements [`SelectKernel`] for an element type: its rotate table ([`per_tier!`], and the
-/// test-only broken kernel in the portable tier's slot, `kernels/mutant.rs` under
-/// `--cfg rope_broken_tier_demo`), its scale and add-row tables.
+/// Implements [`SelectKernel`] for an element type: its rotate, scale and add-row tables
+/// ([`per_tier!`]).
 macro_rules! select_kernel {
     ($t:ty) => {
         impl SelectKernel for $t {
             #[inline(always)]
             fn rotate_fn(k: &Kernels) -> RotateFn<Self> {
-                #[cfg(rope_broken_tier_demo)]
-                if k.tier == Tier::Portable {
-                    return mutant::rotate::<$t>;
-                }
                 per_tier!(k.tier, rotate::<$t>)
             }
             #[inline(always)]
             fn rotate_rows_fn(k: &Kernels) -> RotateRowsFn<Self> {
                 per_tier!(k.tier, rotate_rows::<$t>)
             }
+            #[cfg(feature = "bench-internals")]
             #[inline(always)]
             fn scale_fn(k: &Kernels) -> ScaleFn<Self> {
                 per_tier!(k.tier, scale::<$t>)
@@ -316,3 +321,115 @@ macro_rules! kernels_table {
     };
 }
 pub(crate) use kernels_table;
+
+/// The `#[target_feature]` boundary of a SIMD tier, written once per tier (in its
+/// `mod.rs`): every entry point the per-operation tables hand out is compiled with the
+/// tier's features and runs the shared generic kernel with the tier's token. The generic
+/// kernels and the token's operations are `#[inline(always)]`, so they inline into these
+/// functions and are compiled for the tier's instructions.
+///
+/// ```text
+/// tier_boundary! {
+///     features = "avx2,f16c",         // omitted for the portable tier (the baseline)
+///     token = Avx2::new_unchecked();  // the tier's token, built only in these functions
+///     // the tier's own entry points (rotate, rotate_rows and their out-of-line parts,
+///     // whose choices differ by tier), each given the features above
+///     pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) { ... }
+/// }
+/// ```
+///
+/// It defines `convert`, `scale` (feature `bench-internals`), `norm_heads`,
+/// `norm_rope_heads`, `add_row` and `alibi_row`, each with the contract of its function type
+/// ([`ConvertFn`], [`ScaleFn`], [`NormFn`](generic::qknorm::NormFn),
+/// [`NormRopeFn`](generic::qknorm::NormRopeFn), [`AddRowFn`], [`AlibiRowFn`]), which
+/// includes that the CPU supports the tier: that is what makes building `token` sound.
+macro_rules! tier_boundary {
+    (features = $f:literal, token = $token:expr; $($item:item)*) => {
+        $crate::kernels::tier_boundary!(@ops [#[target_feature(enable = $f)]] $token);
+        $crate::kernels::tier_boundary!(@items $f; $($item)*);
+    };
+    (token = $token:expr; $($item:item)*) => {
+        $crate::kernels::tier_boundary!(@ops [] $token);
+        $($item)*
+    };
+    (@items $f:literal;) => {};
+    (@items $f:literal; $item:item $($rest:item)*) => {
+        #[target_feature(enable = $f)]
+        $item
+        $crate::kernels::tier_boundary!(@items $f; $($rest)*);
+    };
+    (@ops [$($attr:tt)*] $token:expr) => {
+        /// # Safety
+        /// The contract of [`ConvertFn`]($crate::kernels::ConvertFn) (which includes this
+        /// tier's features).
+        $($attr)*
+        pub(crate) unsafe fn convert<
+            I: $crate::kernels::generic::SimdElement,
+            O: $crate::kernels::generic::convert::ConvertOut,
+        >(
+            a: &$crate::kernels::ConvertArgs<'_, I, O>,
+        ) {
+            // SAFETY: the caller's contract says the CPU supports this tier (so the token
+            // may be built); the rest is forwarded.
+            unsafe { $crate::kernels::generic::convert::convert($token, a) }
+        }
+
+        /// # Safety
+        /// The contract of [`ScaleFn`]($crate::kernels::ScaleFn) (which includes this tier's
+        /// features).
+        #[cfg(feature = "bench-internals")]
+        $($attr)*
+        pub(crate) unsafe fn scale<T: $crate::kernels::generic::SimdElement>(x: *mut T, len: usize, c: f32) {
+            // SAFETY: as in `convert`.
+            unsafe { $crate::kernels::generic::scale($token, x, len, c) }
+        }
+
+        /// # Safety
+        /// The contract of [`NormFn`]($crate::kernels::generic::qknorm::NormFn) (which
+        /// includes this tier's features).
+        $($attr)*
+        pub(crate) unsafe fn norm_heads<T: $crate::kernels::generic::SimdElement>(
+            a: &$crate::kernels::generic::qknorm::NormArgs<'_, T>,
+        ) {
+            // SAFETY: as in `convert`.
+            unsafe { $crate::kernels::generic::qknorm::norm_heads($token, a) }
+        }
+
+        /// # Safety
+        /// The contract of [`NormRopeFn`]($crate::kernels::generic::qknorm::NormRopeFn)
+        /// (which includes this tier's features).
+        $($attr)*
+        pub(crate) unsafe fn norm_rope_heads<T: $crate::kernels::generic::SimdElement>(
+            a: &$crate::kernels::generic::qknorm::NormRopeArgs<'_, T>,
+        ) -> bool {
+            // SAFETY: as in `convert`.
+            unsafe { $crate::kernels::generic::qknorm::norm_rope_heads($token, a) }
+        }
+
+        /// # Safety
+        /// The contract of [`AddRowFn`]($crate::kernels::AddRowFn) (which includes this
+        /// tier's features).
+        $($attr)*
+        pub(crate) unsafe fn add_row<
+            T: $crate::kernels::generic::SimdElement,
+            P: $crate::kernels::generic::SimdElement,
+        >(
+            x: *mut T,
+            pe: *const P,
+            n: usize,
+        ) {
+            // SAFETY: as in `convert`.
+            unsafe { $crate::kernels::generic::rows::add_row($token, x, pe, n) }
+        }
+
+        /// # Safety
+        /// The contract of [`AlibiRowFn`]($crate::kernels::AlibiRowFn) (which includes this
+        /// tier's features).
+        $($attr)*
+        pub(crate) unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
+            // SAFETY: as in `convert`.
+            unsafe { $crate::kernels::generic::rows::alibi_row($token, row, n, slope, first_distance, symmetric) }
+        }
+    };
+}
+pub(crate) use tier_boundary;

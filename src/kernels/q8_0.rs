@@ -66,7 +66,10 @@ impl BlockQ8_0 {
     /// and for non-finite inputs).
     pub fn quantize(x: &[f32; QK8_0]) -> BlockQ8_0 {
         if x.iter().any(|v| v.is_nan()) {
-            return BlockQ8_0 { d: f16::from_bits(crate::CANONICAL_NAN_F16), qs: [0; QK8_0] };
+            return BlockQ8_0 {
+                d: f16::from_bits(crate::kernels::element::CANONICAL_NAN_F16),
+                qs: [0; QK8_0],
+            };
         }
         if x.iter().any(|v| v.is_infinite()) {
             return BlockQ8_0 { d: f16::INFINITY, qs: [0; QK8_0] };
@@ -227,26 +230,23 @@ mod tests {
             row.chunks_exact(QK8_0).map(|b| BlockQ8_0::quantize(b.try_into().unwrap())).collect();
         for tier in crate::dispatch::available_tiers() {
             let mut got = vec![BlockQ8_0::default(); want.len()];
-            let r = crate::dispatch::ConvertRows {
-                tokens: 1,
+            let k = crate::dispatch::kernels_for(tier).unwrap();
+            let a = crate::kernels::ConvertArgs {
+                src: row.as_ptr(),
+                dst: got.as_mut_ptr(),
                 heads: 1,
-                head_dim: row.len(),
-                src_token_stride: row.len(),
                 src_head_stride: row.len(),
-                dst_token_stride: got.len(),
                 dst_head_stride: got.len(),
+                head_dim: row.len(),
+                cos: &[],
+                sin: &[],
+                layout: crate::Layout::HalfSplit,
+                inverse: false,
             };
-            crate::dispatch::bench_convert(
-                tier,
-                &row,
-                &mut got,
-                r,
-                &[],
-                &[],
-                crate::Layout::HalfSplit,
-                false,
-            )
-            .unwrap();
+            // One head of `row.len()` values (a multiple of 32) into `got`'s
+            // `row.len() / 32` blocks, distinct buffers; no rotated part.
+            // SAFETY: as just said; `kernels_for` returned a table this CPU supports.
+            unsafe { crate::kernels::convert_fn::<f32, BlockQ8_0>(k)(&a) };
             assert_eq!(got, want, "{tier}");
         }
     }

@@ -16,7 +16,7 @@
 //! `from_f32` rounds to nearest, ties to even, and stores a NaN result as the canonical NaN
 //! of the type ([`Element`]).
 
-use crate::element::Element;
+use crate::kernels::element::Element;
 
 /// Adds an encoding row to a row of elements in place:
 /// `x[i] = T::from_f32(x[i].to_f32() + pe[i].to_f32())` for `i < n`.

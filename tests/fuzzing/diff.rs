@@ -33,6 +33,10 @@ use rope_kernels::{
 use super::elem::FuzzElem;
 use super::input::{Input, Seed, SplitMix};
 
+// The broken-tier demonstration (`--cfg rope_broken_tier_demo`, under `cargo fuzz` only).
+#[cfg(rope_broken_tier_demo)]
+mod broken_tier;
+
 // ---------------------------------------------------------------------------------------
 // The case and its byte encoding.
 
@@ -652,13 +656,15 @@ pub fn check<T: FuzzElem>(case: &DiffCase) -> Outcome {
         known_valid = false;
     }
 
+    // The call's direction (the broken-tier demonstration also runs it forward).
+    let inverse = core::cell::Cell::new(case.inverse);
     let entry =
         |rope: &Rope, bufs: &mut [Option<Buf<T>>; 4], cos: &[f32], sin: &[f32]| -> Result<(), RopeError> {
             let mut opts = match &ids {
                 Some(v) => Apply::ids(v),
                 None => Apply::start(start),
             };
-            if case.inverse {
+            if inverse.get() {
                 opts = opts.inverse();
             }
             if table_mode {
@@ -715,6 +721,15 @@ pub fn check<T: FuzzElem>(case: &DiffCase) -> Outcome {
         };
         let (cos_before, sin_before) = (cos.clone(), sin.clone());
         let result = filled.and_then(|()| entry(&rope_t, &mut bufs, &cos, &sin));
+        #[cfg(rope_broken_tier_demo)]
+        if tier == Tier::Portable && case.inverse {
+            broken_tier::corrupt(&cfg, case.out_of_place, &initial, &mut bufs, &result, |b| {
+                inverse.set(false);
+                let r = entry(&rope_t, b, &cos, &sin);
+                inverse.set(true);
+                r
+            });
+        }
         assert!(
             bits32(&cos) == bits32(&cos_before) && bits32(&sin) == bits32(&sin_before),
             "{tier}: the call changed its cos/sin table\n{}",

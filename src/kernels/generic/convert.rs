@@ -39,7 +39,7 @@ use core::mem::MaybeUninit;
 use half::{bf16, f16};
 
 use super::{expand_rows, Row, Simd, SimdElement, MAX_LANES};
-use crate::element::Element;
+use crate::kernels::element::Element;
 use crate::kernels::q8_0::{scale_of, BlockQ8_0, QK8_0};
 use crate::kernels::scalar::convert_value;
 use crate::kernels::shape::{Layout, MAX_PAIRS};

@@ -93,17 +93,7 @@
 //! another (a tail is computed in a zero-padded vector). So every tier produces the scalar
 //! tier's bits; `tests::tiers_bit_identical` checks it.
 
-use crate::dispatch::Tier;
 use crate::kernels::Kernels;
-
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod avx2;
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512;
-#[cfg(all(target_arch = "aarch64", target_endian = "little"))]
-pub(crate) mod neon;
-pub(crate) mod portable;
-pub(crate) mod scalar;
 
 #[cfg(test)]
 mod tests;
@@ -209,14 +199,9 @@ impl RowInputs<'_> {
 /// pairs)` at `position`, and writes nothing else.
 ///
 /// # Safety
-/// The CPU supports the tier the function comes from ([`sincos_fn`] hands one out only
+/// The CPU supports the tier the function comes from (the dispatcher hands out a table only
 /// after checking).
 pub(crate) type SinCosFn = unsafe fn(&RowInputs<'_>, u32, &mut [f32], &mut [f32]);
-
-/// The generator of `tier`, or `None` if this build or CPU lacks the tier.
-pub(crate) fn sincos_fn(tier: Tier) -> Option<SinCosFn> {
-    crate::dispatch::kernels_for(tier).map(|k| k.sincos)
-}
 
 /// A generator proven available on this CPU.
 #[derive(Clone, Copy)]

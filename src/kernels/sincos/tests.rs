@@ -8,12 +8,17 @@
 use std::println;
 use std::vec::Vec;
 
-use super::scalar::Scalar;
-use super::{cos_sin, poly, sincos_fn, split_turns, turns, RowInputs, SinCos, HF_MAX_ANGLE, HF_TURNS};
+use super::{cos_sin, poly, split_turns, turns, RowInputs, SinCos, HF_MAX_ANGLE, HF_TURNS};
 use crate::config::{AngleMode, RopeConfig, MAX_PAIRS};
 use crate::cossin::fill_row_libm;
 use crate::dispatch::{Tier, ALL_TIERS};
 use crate::freq::Frequencies;
+use crate::kernels::scalar::sincos::Scalar;
+
+/// The generator of `tier`, or `None` if this build or CPU lacks the tier.
+fn sincos_fn(tier: Tier) -> Option<super::SinCosFn> {
+    crate::dispatch::kernels_for(tier).map(|k| k.sincos)
+}
 
 /// The accuracy target for `Exact` mode.
 const TARGET: f64 = 2.5e-7;
@@ -132,7 +137,7 @@ fn max_errors(positions: &[u32], limit: u64, fill: &RowFn, f64_values: Option<&V
 }
 
 fn generator_row(freqs: &Frequencies, p: u32, c: &mut [f32], s: &mut [f32]) {
-    super::scalar::fill_row(&RowInputs::new(&freqs.view(), AngleMode::Exact), p, c, s);
+    crate::kernels::scalar::sincos::fill_row(&RowInputs::new(&freqs.view(), AngleMode::Exact), p, c, s);
 }
 
 fn generator_f64(freqs: &Frequencies, i: usize, p: u32) -> (f64, f64) {
@@ -226,7 +231,12 @@ fn exact_for_every_accepted_frequency() {
         assert_eq!(freqs.inv_freq(), &[f]);
         for (p, _, c, s) in LARGE_FREQUENCY_CASES.iter().filter(|case| case.1 == f) {
             let (mut rc, mut rs) = ([0.0f32], [0.0f32]);
-            super::scalar::fill_row(&RowInputs::new(&freqs.view(), AngleMode::Exact), *p, &mut rc, &mut rs);
+            crate::kernels::scalar::sincos::fill_row(
+                &RowInputs::new(&freqs.view(), AngleMode::Exact),
+                *p,
+                &mut rc,
+                &mut rs,
+            );
             let err = (f64::from(rc[0]) - c).abs().max((f64::from(rs[0]) - s).abs());
             assert!(err <= 2.99e-8, "linear factor 2^-{k} at position {p}: error {err:e}");
         }
@@ -345,7 +355,7 @@ fn hf_mode_accuracy_of_the_f32_angle() {
         let inputs = RowInputs::new(&freqs.view(), AngleMode::HfCompatible);
         let (mut c, mut s) = ([0.0f32; 64], [0.0f32; 64]);
         for &p in &positions {
-            super::scalar::fill_row(&inputs, p, &mut c, &mut s);
+            crate::kernels::scalar::sincos::fill_row(&inputs, p, &mut c, &mut s);
             for (i, &g) in freqs.inv_freq_f32().iter().enumerate() {
                 let a = f64::from(p as f32 * g);
                 let (rc, rs) = ref_cos_sin(a, 0.0);
@@ -372,7 +382,7 @@ fn hf_mode_clamps_huge_angles() {
     let inputs = RowInputs::new(&freqs.view(), AngleMode::HfCompatible);
     let (mut c, mut s) = ([9.0f32; 5], [9.0f32; 5]);
     for p in [u32::MAX, 1 << 20, 1] {
-        super::scalar::fill_row(&inputs, p, &mut c, &mut s);
+        crate::kernels::scalar::sincos::fill_row(&inputs, p, &mut c, &mut s);
         for i in 0..5 {
             assert!(c[i].abs() <= 1.0 && s[i].abs() <= 1.0, "position {p}, pair {i}: {} {}", c[i], s[i]);
         }
@@ -414,7 +424,7 @@ fn precision_change_against_the_libm_path() {
             let p = (rng.next() % (1 << 20)) as u32;
             let (mut c0, mut s0, mut c1, mut s1) = ([0f32; 64], [0f32; 64], [0f32; 64], [0f32; 64]);
             fill_row_libm(&freqs, mode, p, &mut c0, &mut s0);
-            super::scalar::fill_row(&inputs, p, &mut c1, &mut s1);
+            crate::kernels::scalar::sincos::fill_row(&inputs, p, &mut c1, &mut s1);
             for (a, b) in c0.iter().chain(&s0).zip(c1.iter().chain(&s1)) {
                 worst = worst.max((f64::from(*a) - f64::from(*b)).abs());
                 differ += usize::from(a != b);
@@ -474,7 +484,12 @@ fn tiers_bit_identical() {
                     };
                     for p in ps {
                         let (mut c0, mut s0) = ([0.0f32; MAX_PAIRS], [0.0f32; MAX_PAIRS]);
-                        super::scalar::fill_row(&inputs, p, &mut c0[..pairs], &mut s0[..pairs]);
+                        crate::kernels::scalar::sincos::fill_row(
+                            &inputs,
+                            p,
+                            &mut c0[..pairs],
+                            &mut s0[..pairs],
+                        );
                         // Canaries on both sides of the output slices.
                         let (mut c1, mut s1) = ([CANARY; MAX_PAIRS + 16], [CANARY; MAX_PAIRS + 16]);
                         // SAFETY: `f` comes from `sincos_fn`, which checked the CPU.

@@ -18,6 +18,13 @@
 //! The tier is the best one the CPU has, or the one named by `ROPE_GATE_TIER` (`scalar`,
 //! `portable`, `avx2`, `avx512`, `neon`); the instruction-count suite always pins `avx2`,
 //! since Valgrind has no AVX-512.
+//!
+//! Built with `--cfg rope_gate_slowdown="5pct"` or `="2x"`, every `apply_qk` case does
+//! extra work first (`src/slowdown.rs`), for the gates' demonstration
+//! (`scripts/gate-demo.sh`).
+
+#[cfg(any(rope_gate_slowdown = "2x", rope_gate_slowdown = "5pct"))]
+mod slowdown;
 
 use rope_kernels::dispatch::available_tiers;
 use rope_kernels::{bf16, f16, Apply, Element, HeadsMut, Layout, Rope, RopeCache, RopeConfig, Tier, View};
@@ -226,18 +233,28 @@ struct Call<T> {
     q: Aligned<T>,
     k: Aligned<T>,
     shape: Shape,
+    /// The slowdown's scratch rows (`slowdown::GROUP` heads).
+    #[cfg(any(rope_gate_slowdown = "2x", rope_gate_slowdown = "5pct"))]
+    scratch: Vec<T>,
 }
 
 impl<T: Element> Call<T> {
     fn new(rope: Rope, cache: Option<RopeCache>, shape: Shape) -> Self {
         let q = Aligned::new(shape.tokens * shape.q_heads * shape.head_dim, 1);
         let k = Aligned::new(shape.tokens * shape.k_heads * shape.head_dim, 2);
-        Call { rope, cache, q, k, shape }
+        Call {
+            rope,
+            cache,
+            q,
+            k,
+            shape,
+            #[cfg(any(rope_gate_slowdown = "2x", rope_gate_slowdown = "5pct"))]
+            scratch: vec![T::from_f32(0.0); slowdown::GROUP * shape.head_dim],
+        }
     }
-}
 
-impl<T: Element> Prepared for Call<T> {
-    fn run(&mut self) {
+    /// The case's call itself (no slowdown).
+    fn call(&mut self) {
         let s = self.shape;
         let mut opts = Apply::start(s.start);
         if let Some(c) = &self.cache {
@@ -249,6 +266,25 @@ impl<T: Element> Prepared for Call<T> {
         self.rope.apply_qk(q, k, std::hint::black_box(&opts)).unwrap();
     }
 
+    /// The slowdown's extra pass over q and k (`src/slowdown.rs`).
+    #[cfg(any(rope_gate_slowdown = "2x", rope_gate_slowdown = "5pct"))]
+    fn extra_pass(&mut self) {
+        let s = self.shape;
+        let table = self.cache.as_ref().map(RopeCache::table);
+        for (x, heads) in [(&mut self.q, s.q_heads), (&mut self.k, s.k_heads)] {
+            let shape = [s.tokens, heads, s.head_dim];
+            slowdown::extra_pass(&self.rope, x.slice(), shape, s.start, table, &mut self.scratch);
+        }
+    }
+}
+
+impl<T: Element> Prepared for Call<T> {
+    fn run(&mut self) {
+        #[cfg(any(rope_gate_slowdown = "2x", rope_gate_slowdown = "5pct"))]
+        self.extra_pass();
+        self.call();
+    }
+
     fn tier(&self) -> Tier {
         self.rope.tier()
     }
@@ -256,5 +292,37 @@ impl<T: Element> Prepared for Call<T> {
     fn checksum(&mut self) -> u64 {
         let q: Vec<T> = self.q.slice().to_vec();
         fnv(q.into_iter().chain(self.k.slice().iter().copied()).map(Element::to_bits_u32))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every case's `run` (with the slowdown's extra pass when built with
+    /// `--cfg rope_gate_slowdown`) leaves the outputs the plain call computes.
+    #[test]
+    fn run_computes_the_plain_call_bits() {
+        let tier = tier_from_env().unwrap();
+        for case in CASES {
+            let Kind::Apply { tokens, q_heads, k_heads, start, table } = case.kind else { continue };
+            if !matches!(case.dtype, Dtype::F32) {
+                continue;
+            }
+            let rope = Rope::new(
+                RopeConfig::new(case.head_dim, 10_000.0)
+                    .with_rotary_dim(case.rotary_dim)
+                    .with_layout(case.layout),
+            )
+            .and_then(|r| r.with_tier(tier))
+            .unwrap();
+            let cache = table.then(|| rope.build_cache(start as usize + tokens).unwrap());
+            let shape = Shape { tokens, q_heads, k_heads, start, head_dim: case.head_dim };
+            let mut plain = Call::<f32>::new(rope, cache, shape);
+            plain.call();
+            let mut run = case.prepare(tier).unwrap();
+            run.run();
+            assert_eq!(run.checksum(), plain.checksum(), "{}", case.name);
+        }
     }
 }

@@ -3,16 +3,24 @@
 //! The tier requires AVX2, FMA and F16C (detected together), but the kernels never fuse a
 //! multiply with an add (bit-identity with the oracle), so FMA is not enabled for codegen.
 
+#[cfg(feature = "bench-internals")]
+pub(crate) mod roofline;
+pub(crate) mod sincos;
+
 use core::arch::x86_64::*;
 
 use half::{bf16, f16};
 
-use crate::dispatch::Tier;
-use crate::kernels::generic::convert::ConvertOut;
 use crate::kernels::generic::{self, Simd, SimdElement};
-use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
+use crate::kernels::tier::Tier;
+use crate::kernels::{kernels_table, Kernels, RotateArgs};
 
-pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx2, crate::kernels::sincos::avx2::fill_row);
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx2, sincos::fill_row);
+
+/// This tier's table, if the CPU has AVX2, FMA and F16C.
+pub(crate) fn get() -> Option<&'static Kernels> {
+    (super::features() & super::HAS_AVX2 != 0).then_some(&KERNELS)
+}
 
 /// Proof that the CPU supports AVX2 and F16C.
 #[derive(Clone, Copy)]
@@ -39,35 +47,49 @@ impl Avx2 {
     }
 }
 
-/// # Safety
-/// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX2 + F16C).
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
-    // Heads shorter than 8 lanes with a tail: 4 lanes need no padded copy (same bits).
-    if T::PORTABLE_VECTORS && generic::pads::<T>(Avx2::LANES, a) && !generic::pads::<T>(4, a) {
-        // SAFETY: forwarded.
-        return unsafe { rotate_short(a) };
-    }
-    match a.layout {
-        // SAFETY: forwarded.
-        crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
-        // SAFETY: forwarded.
-        crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
-    }
-}
+crate::kernels::tier_boundary! {
+    features = "avx2,f16c",
+    token = Avx2::new_unchecked();
 
-/// [`rotate`] for one layout (`generic::rotate_in`), out of line: one function holding both
-/// layouts' kernels compiled each worse than alone (AVX2, callgrind of
-/// `scripts/instr-gate.sh`: half-split cases 1-12% and interleaved 12-34% fewer instructions
-/// split than together).
-///
-/// # Safety
-/// As [`rotate`]; `a.layout` is the one `L` names.
-#[target_feature(enable = "avx2,f16c")]
-#[inline(never)]
-unsafe fn rotate_layout<T: SimdElement, const L: u8>(a: &RotateArgs<'_, T>) {
-    // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
-    unsafe { generic::rotate_in::<_, _, L>(Avx2::new_unchecked(), a) }
+    /// # Safety
+    /// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX2 + F16C).
+    pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+        // Heads shorter than 8 lanes with a tail: 4 lanes need no padded copy (same bits).
+        if T::PORTABLE_VECTORS && generic::pads::<T>(Avx2::LANES, a) && !generic::pads::<T>(4, a) {
+            // SAFETY: forwarded.
+            return unsafe { rotate_short(a) };
+        }
+        match a.layout {
+            // SAFETY: forwarded.
+            crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
+            // SAFETY: forwarded.
+            crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
+        }
+    }
+
+    /// [`rotate`] for one layout (`generic::rotate_in`), out of line: one function holding both
+    /// layouts' kernels compiled each worse than alone (AVX2, callgrind of
+    /// `scripts/instr-gate.sh`: half-split cases 1-12% and interleaved 12-34% fewer instructions
+    /// split than together).
+    ///
+    /// # Safety
+    /// As [`rotate`]; `a.layout` is the one `L` names.
+    #[inline(never)]
+    unsafe fn rotate_layout<T: SimdElement, const L: u8>(a: &RotateArgs<'_, T>) {
+        // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
+        unsafe { generic::rotate_in::<_, _, L>(Avx2::new_unchecked(), a) }
+    }
+
+    /// # Safety
+    /// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
+    pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+        if T::PORTABLE_VECTORS && generic::pads::<T>(Avx2::LANES, a) && !generic::pads::<T>(4, a) {
+            // SAFETY: as in `rotate`.
+            return unsafe { rotate_rows_short(a, cos_rows, sin_rows) };
+        }
+        // SAFETY: as in `rotate`.
+        unsafe { generic::rotate_rows(Avx2::new_unchecked(), a, cos_rows, sin_rows) }
+    }
 }
 
 /// [`rotate`] for heads shorter than 8 lanes, on the portable tier's 4 (same bits). Out of
@@ -82,18 +104,6 @@ unsafe fn rotate_short<T: SimdElement>(a: &RotateArgs<'_, T>) {
     unsafe { generic::rotate(crate::kernels::portable::Portable, a) }
 }
 
-/// # Safety
-/// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
-    if T::PORTABLE_VECTORS && generic::pads::<T>(Avx2::LANES, a) && !generic::pads::<T>(4, a) {
-        // SAFETY: as in `rotate`.
-        return unsafe { rotate_rows_short(a, cos_rows, sin_rows) };
-    }
-    // SAFETY: as in `rotate`.
-    unsafe { generic::rotate_rows(Avx2::new_unchecked(), a, cos_rows, sin_rows) }
-}
-
 /// [`rotate_rows`] on the portable tier's 4 lanes (as [`rotate_short`]).
 ///
 /// # Safety
@@ -102,54 +112,6 @@ pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows
 unsafe fn rotate_rows_short<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
     // SAFETY: the portable tier needs only the baseline; the rest is forwarded.
     unsafe { generic::rotate_rows(crate::kernels::portable::Portable, a, cos_rows, sin_rows) }
-}
-
-/// # Safety
-/// The contract of [`ConvertFn`](crate::kernels::ConvertFn) (which includes AVX2 + F16C).
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, I, O>) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::convert::convert(Avx2::new_unchecked(), a) }
-}
-
-/// # Safety
-/// The contract of [`ScaleFn`](crate::kernels::ScaleFn) (which includes AVX2 + F16C).
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::scale(Avx2::new_unchecked(), x, len, c) }
-}
-
-/// # Safety
-/// The contract of [`NormFn`](crate::kernels::generic::qknorm::NormFn) (which includes this tier's features).
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) unsafe fn norm_heads<T: SimdElement>(a: &generic::qknorm::NormArgs<'_, T>) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::qknorm::norm_heads(Avx2::new_unchecked(), a) }
-}
-
-/// # Safety
-/// The contract of [`NormRopeFn`](crate::kernels::generic::qknorm::NormRopeFn) (which includes this tier's features).
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) -> bool {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::qknorm::norm_rope_heads(Avx2::new_unchecked(), a) }
-}
-
-/// # Safety
-/// The contract of [`AddRowFn`](crate::kernels::AddRowFn) (which includes AVX2 + F16C).
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::rows::add_row(Avx2::new_unchecked(), x, pe, n) }
-}
-
-/// # Safety
-/// The contract of [`AlibiRowFn`](crate::kernels::AlibiRowFn) (which includes AVX2 + F16C).
-#[target_feature(enable = "avx2,f16c")]
-pub(crate) unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::rows::alibi_row(Avx2::new_unchecked(), row, n, slope, first_distance, symmetric) }
 }
 
 impl Simd for Avx2 {
@@ -263,7 +225,11 @@ impl Simd for Avx2 {
         // SAFETY: see `splat`.
         unsafe {
             let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v);
-            _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(crate::CANONICAL_NAN_F32 as i32)), nan)
+            _mm256_blendv_ps(
+                v,
+                _mm256_castsi256_ps(_mm256_set1_epi32(crate::kernels::element::CANONICAL_NAN_F32 as i32)),
+                nan,
+            )
         }
     }
     #[inline(always)]

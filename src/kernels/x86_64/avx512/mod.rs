@@ -7,20 +7,28 @@
 //! docs of [`x86_64`](super) and the NaN check `vcmpps` (`Avx512::unordered`): under Miri
 //! those take an equivalent path Miri can interpret.
 
+#[cfg(feature = "bench-internals")]
+pub(crate) mod roofline;
+pub(crate) mod sincos;
+
 use core::arch::x86_64::*;
 
 use half::{bf16, f16};
 
 use super::avx2::tree_lanes8;
-use crate::dispatch::Tier;
-use crate::kernels::generic::convert::ConvertOut;
 use crate::kernels::generic::{self, Simd, SimdElement};
-use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
+use crate::kernels::tier::Tier;
+use crate::kernels::{kernels_table, Kernels, RotateArgs};
 
-pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx512, crate::kernels::sincos::avx512::fill_row);
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Avx512, sincos::fill_row);
+
+/// This tier's table, if the CPU has AVX-512F and every feature of the AVX2 tier.
+pub(crate) fn get() -> Option<&'static Kernels> {
+    (super::features() & super::HAS_AVX512 != 0).then_some(&KERNELS)
+}
 
 /// Proof that the CPU supports AVX-512F and the AVX2, FMA and F16C it implies (the
-/// dispatcher checks all four; see `dispatch::cpuid::tiers_from`).
+/// dispatcher checks all four; see `kernels::x86_64::cpuid::tiers_from`).
 #[derive(Clone, Copy)]
 pub(crate) struct Avx512(());
 
@@ -84,34 +92,60 @@ impl Avx512 {
     }
 }
 
-/// # Safety
-/// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX-512F).
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
-    // Heads shorter than a 16-lane vector with a tail: the AVX2 entry point's 8 lanes (or
-    // 4) need no padded copy (same bits).
-    if generic::pads::<T>(Avx512::LANES, a) {
-        // SAFETY: AVX-512F implies AVX2, FMA and F16C (the dispatcher checks all of them for
-        // this tier); the rest is forwarded.
-        return unsafe { rotate_narrow(a) };
-    }
-    match a.layout {
-        // SAFETY: forwarded.
-        crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
-        // SAFETY: forwarded.
-        crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
-    }
-}
+crate::kernels::tier_boundary! {
+    features = "avx512f",
+    token = Avx512::new_unchecked();
 
-/// [`rotate`] for one layout, out of line (see `avx2::rotate_layout`).
-///
-/// # Safety
-/// As [`rotate`]; `a.layout` is the one `L` names.
-#[target_feature(enable = "avx512f")]
-#[inline(never)]
-unsafe fn rotate_layout<T: SimdElement, const L: u8>(a: &RotateArgs<'_, T>) {
-    // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
-    unsafe { generic::rotate_in::<_, _, L>(Avx512::new_unchecked(), a) }
+    /// # Safety
+    /// The contract of [`RotateFn`](crate::kernels::RotateFn) (which includes AVX-512F).
+    pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+        // Heads shorter than a 16-lane vector with a tail: the AVX2 entry point's 8 lanes (or
+        // 4) need no padded copy (same bits).
+        if generic::pads::<T>(Avx512::LANES, a) {
+            // SAFETY: AVX-512F implies AVX2, FMA and F16C (the dispatcher checks all of them for
+            // this tier); the rest is forwarded.
+            return unsafe { rotate_narrow(a) };
+        }
+        match a.layout {
+            // SAFETY: forwarded.
+            crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
+            // SAFETY: forwarded.
+            crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
+        }
+    }
+
+    /// [`rotate`] for one layout, out of line (see `avx2::rotate_layout`).
+    ///
+    /// # Safety
+    /// As [`rotate`]; `a.layout` is the one `L` names.
+    #[inline(never)]
+    unsafe fn rotate_layout<T: SimdElement, const L: u8>(a: &RotateArgs<'_, T>) {
+        // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
+        unsafe { generic::rotate_in::<_, _, L>(Avx512::new_unchecked(), a) }
+    }
+
+    /// # Safety
+    /// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
+    pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+        if generic::pads::<T>(Avx512::LANES, a) {
+            // SAFETY: as in `rotate`.
+            return unsafe { super::avx2::rotate_rows(a, cos_rows, sin_rows) };
+        }
+        // SAFETY: as in `rotate`.
+        unsafe { rotate_rows_wide(a, cos_rows, sin_rows) }
+    }
+
+    /// [`rotate_rows`] on this tier's 16 lanes, out of line so that its frame and that of the
+    /// AVX2 fallback are siblings, not nested: in a debug build each holds every inlined kernel's
+    /// locals (1.4 and 0.8 MB), and nested they overflowed a test thread's 2 MB stack.
+    ///
+    /// # Safety
+    /// As [`rotate_rows`].
+    #[inline(never)]
+    unsafe fn rotate_rows_wide<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+        // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
+        unsafe { generic::rotate_rows(Avx512::new_unchecked(), a, cos_rows, sin_rows) }
+    }
 }
 
 /// [`rotate`] for heads shorter than 16 lanes: the AVX2 entry point, out of line (a second
@@ -123,79 +157,6 @@ unsafe fn rotate_layout<T: SimdElement, const L: u8>(a: &RotateArgs<'_, T>) {
 unsafe fn rotate_narrow<T: SimdElement>(a: &RotateArgs<'_, T>) {
     // SAFETY: AVX-512F implies AVX2, FMA and F16C; forwarded.
     unsafe { super::avx2::rotate(a) }
-}
-
-/// # Safety
-/// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
-    if generic::pads::<T>(Avx512::LANES, a) {
-        // SAFETY: as in `rotate`.
-        return unsafe { super::avx2::rotate_rows(a, cos_rows, sin_rows) };
-    }
-    // SAFETY: as in `rotate`.
-    unsafe { rotate_rows_wide(a, cos_rows, sin_rows) }
-}
-
-/// [`rotate_rows`] on this tier's 16 lanes, out of line so that its frame and that of the
-/// AVX2 fallback are siblings, not nested: in a debug build each holds every inlined kernel's
-/// locals (1.4 and 0.8 MB), and nested they overflowed a test thread's 2 MB stack.
-///
-/// # Safety
-/// As [`rotate_rows`].
-#[target_feature(enable = "avx512f")]
-#[inline(never)]
-unsafe fn rotate_rows_wide<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
-    // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
-    unsafe { generic::rotate_rows(Avx512::new_unchecked(), a, cos_rows, sin_rows) }
-}
-
-/// # Safety
-/// The contract of [`ConvertFn`](crate::kernels::ConvertFn) (which includes AVX-512F).
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, I, O>) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::convert::convert(Avx512::new_unchecked(), a) }
-}
-
-/// # Safety
-/// The contract of [`ScaleFn`](crate::kernels::ScaleFn) (which includes AVX-512F).
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::scale(Avx512::new_unchecked(), x, len, c) }
-}
-
-/// # Safety
-/// The contract of [`NormFn`](crate::kernels::generic::qknorm::NormFn) (which includes this tier's features).
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn norm_heads<T: SimdElement>(a: &generic::qknorm::NormArgs<'_, T>) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::qknorm::norm_heads(Avx512::new_unchecked(), a) }
-}
-
-/// # Safety
-/// The contract of [`NormRopeFn`](crate::kernels::generic::qknorm::NormRopeFn) (which includes this tier's features).
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) -> bool {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::qknorm::norm_rope_heads(Avx512::new_unchecked(), a) }
-}
-
-/// # Safety
-/// The contract of [`AddRowFn`](crate::kernels::AddRowFn) (which includes AVX-512F).
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::rows::add_row(Avx512::new_unchecked(), x, pe, n) }
-}
-
-/// # Safety
-/// The contract of [`AlibiRowFn`](crate::kernels::AlibiRowFn) (which includes AVX-512F).
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::rows::alibi_row(Avx512::new_unchecked(), row, n, slope, first_distance, symmetric) }
 }
 
 impl Simd for Avx512 {
@@ -314,7 +275,7 @@ impl Simd for Avx512 {
             _mm512_mask_blend_ps(
                 self.unordered(v, v),
                 v,
-                _mm512_castsi512_ps(_mm512_set1_epi32(crate::CANONICAL_NAN_F32 as i32)),
+                _mm512_castsi512_ps(_mm512_set1_epi32(crate::kernels::element::CANONICAL_NAN_F32 as i32)),
             )
         }
     }

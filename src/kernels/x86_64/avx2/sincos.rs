@@ -4,7 +4,7 @@
 
 use core::arch::x86_64::*;
 
-use super::{F64Simd, RowInputs};
+use crate::kernels::sincos::{F64Simd, RowInputs};
 
 /// Proof that the CPU supports AVX2.
 #[derive(Clone, Copy)]
@@ -14,7 +14,7 @@ pub(crate) struct Avx2(());
 /// The CPU supports AVX2 (the contract of [`SinCosFn`]).
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
-    super::fill_row(Avx2(()), inputs, position, cos, sin);
+    crate::kernels::sincos::fill_row(Avx2(()), inputs, position, cos, sin);
 }
 
 impl F64Simd for Avx2 {

@@ -5,14 +5,14 @@
 
 use wide::f64x4;
 
-use super::scalar::Scalar;
-use super::{F64Simd, RowInputs};
+use crate::kernels::scalar::sincos::Scalar;
+use crate::kernels::sincos::{F64Simd, RowInputs};
 
 /// The portable "ISA": always available.
 #[derive(Clone, Copy)]
 pub(crate) struct Portable;
 
-/// The portable generator (the contract of [`SinCosFn`](super::SinCosFn); nothing to prove).
+/// The portable generator (the contract of [`SinCosFn`](crate::kernels::sincos::SinCosFn); nothing to prove).
 ///
 /// Where `wide`'s `f64x4` has no vector backend (no SSE2, aarch64 NEON or simd128: plain
 /// arrays, e.g. Cortex-M), four lanes are only four scalar computations with more spills, so
@@ -25,9 +25,9 @@ pub(crate) fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], s
         all(target_feature = "neon", target_arch = "aarch64")
     ));
     if VECTORS {
-        super::fill_row(Portable, inputs, position, cos, sin);
+        crate::kernels::sincos::fill_row(Portable, inputs, position, cos, sin);
     } else {
-        super::scalar::fill_row(inputs, position, cos, sin);
+        crate::kernels::scalar::sincos::fill_row(inputs, position, cos, sin);
     }
 }
 

@@ -1,15 +1,15 @@
 //! The scalar generator: one f64 lane, plain Rust. The oracle the other tiers are compared
 //! with bit for bit.
 
-use super::{F64Simd, RowInputs};
+use crate::kernels::sincos::{F64Simd, RowInputs};
 
 /// The scalar "ISA": always available.
 #[derive(Clone, Copy)]
 pub(crate) struct Scalar;
 
-/// The scalar generator (the contract of [`SinCosFn`](super::SinCosFn); nothing to prove).
+/// The scalar generator (the contract of [`SinCosFn`](crate::kernels::sincos::SinCosFn); nothing to prove).
 pub(crate) fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
-    super::fill_row(Scalar, inputs, position, cos, sin);
+    crate::kernels::sincos::fill_row(Scalar, inputs, position, cos, sin);
 }
 
 impl F64Simd for Scalar {

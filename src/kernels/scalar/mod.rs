@@ -3,12 +3,14 @@
 //! Written for clarity, with no target features. See the module docs of
 //! [`kernels`](super) for the exact operation order.
 
+pub(crate) mod sincos;
+
 use super::generic::convert::ConvertOut;
 use super::q8_0::QK8_0;
 use super::{kernels_table, ConvertArgs, Kernels, RotateArgs};
-use crate::dispatch::Tier;
-use crate::element::Element;
+use crate::kernels::element::Element;
 use crate::kernels::shape::Layout;
+use crate::kernels::tier::Tier;
 // The table's encoding row kernels are the oracles themselves.
 // The per-head norm's oracle (fused QK-norm + RoPE).
 pub(crate) use super::generic::qknorm::{
@@ -16,7 +18,12 @@ pub(crate) use super::generic::qknorm::{
 };
 pub(crate) use super::rows::{add_row_scalar as add_row, alibi_row_scalar as alibi_row};
 
-pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Scalar, super::sincos::scalar::fill_row);
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Scalar, sincos::fill_row);
+
+/// This tier's table: plain Rust, always there.
+pub(crate) fn get() -> Option<&'static Kernels> {
+    Some(&KERNELS)
+}
 
 /// Rotates one pair `(x0, x1)` by the angle whose cosine and sine are `c` and `s`.
 /// This is the definition every tier reproduces.
@@ -97,6 +104,7 @@ pub(crate) unsafe fn rotate_rows<T: Element>(a: &RotateArgs<'_, T>, cos_rows: &[
     }
 }
 
+#[cfg(feature = "bench-internals")]
 /// The scalar roofline baseline: `x[i] = round(x[i] * c)`.
 ///
 /// # Safety

@@ -7,17 +7,23 @@
 //! which Rust code always runs with its default (round to nearest even, no flush to zero),
 //! so subnormal f16 results are kept.
 
+pub(crate) mod sincos;
+
 use core::arch::aarch64::*;
 use core::arch::asm;
 
 use half::{bf16, f16};
 
-use crate::dispatch::Tier;
-use crate::kernels::generic::convert::ConvertOut;
 use crate::kernels::generic::{self, Simd, SimdElement};
-use crate::kernels::{kernels_table, ConvertArgs, Kernels, RotateArgs};
+use crate::kernels::tier::Tier;
+use crate::kernels::{kernels_table, Kernels, RotateArgs};
 
-pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Neon, crate::kernels::sincos::neon::fill_row);
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Neon, sincos::fill_row);
+
+/// This tier's table: NEON is part of every aarch64 target's baseline.
+pub(crate) fn get() -> Option<&'static Kernels> {
+    cfg!(target_feature = "neon").then_some(&KERNELS)
+}
 
 /// Proof that the CPU supports NEON (always true on aarch64).
 #[derive(Clone, Copy)]
@@ -37,83 +43,37 @@ impl Neon {
     }
 }
 
-/// # Safety
-/// The contract of [`RotateFn`](crate::kernels::RotateFn).
-#[target_feature(enable = "neon")]
-pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
-    match a.layout {
-        // SAFETY: forwarded.
-        crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
-        // SAFETY: forwarded.
-        crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
+crate::kernels::tier_boundary! {
+    features = "neon",
+    token = Neon(());
+
+    /// # Safety
+    /// The contract of [`RotateFn`](crate::kernels::RotateFn).
+    pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+        match a.layout {
+            // SAFETY: forwarded.
+            crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
+            // SAFETY: forwarded.
+            crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
+        }
     }
-}
 
-/// [`rotate`] for one layout, out of line (see `avx2::rotate_layout`).
-///
-/// # Safety
-/// As [`rotate`]; `a.layout` is the one `L` names.
-#[target_feature(enable = "neon")]
-#[inline(never)]
-unsafe fn rotate_layout<T: SimdElement, const L: u8>(a: &RotateArgs<'_, T>) {
-    // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
-    unsafe { generic::rotate_in::<_, _, L>(Neon(()), a) }
-}
+    /// [`rotate`] for one layout, out of line (see `avx2::rotate_layout`).
+    ///
+    /// # Safety
+    /// As [`rotate`]; `a.layout` is the one `L` names.
+    #[inline(never)]
+    unsafe fn rotate_layout<T: SimdElement, const L: u8>(a: &RotateArgs<'_, T>) {
+        // SAFETY: the contract says the CPU supports this table's tier; the rest is forwarded.
+        unsafe { generic::rotate_in::<_, _, L>(Neon(()), a) }
+    }
 
-/// # Safety
-/// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
-#[target_feature(enable = "neon")]
-pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::rotate_rows(Neon(()), a, cos_rows, sin_rows) }
-}
-
-/// # Safety
-/// The contract of [`ConvertFn`](crate::kernels::ConvertFn).
-#[target_feature(enable = "neon")]
-pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, I, O>) {
-    // SAFETY: forwarded; NEON is baseline on aarch64.
-    unsafe { generic::convert::convert(Neon(()), a) }
-}
-
-/// # Safety
-/// The contract of [`ScaleFn`](crate::kernels::ScaleFn).
-#[target_feature(enable = "neon")]
-pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
-    // SAFETY: forwarded; NEON is baseline on aarch64.
-    unsafe { generic::scale(Neon(()), x, len, c) }
-}
-
-/// # Safety
-/// The contract of [`NormFn`](crate::kernels::generic::qknorm::NormFn) (which includes this tier's features).
-#[target_feature(enable = "neon")]
-pub(crate) unsafe fn norm_heads<T: SimdElement>(a: &generic::qknorm::NormArgs<'_, T>) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::qknorm::norm_heads(Neon(()), a) }
-}
-
-/// # Safety
-/// The contract of [`NormRopeFn`](crate::kernels::generic::qknorm::NormRopeFn) (which includes this tier's features).
-#[target_feature(enable = "neon")]
-pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) -> bool {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::qknorm::norm_rope_heads(Neon(()), a) }
-}
-
-/// # Safety
-/// The contract of [`AddRowFn`](crate::kernels::AddRowFn).
-#[target_feature(enable = "neon")]
-pub(crate) unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
-    // SAFETY: forwarded; NEON is baseline on aarch64.
-    unsafe { generic::rows::add_row(Neon(()), x, pe, n) }
-}
-
-/// # Safety
-/// The contract of [`AlibiRowFn`](crate::kernels::AlibiRowFn).
-#[target_feature(enable = "neon")]
-pub(crate) unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
-    // SAFETY: forwarded; NEON is baseline on aarch64.
-    unsafe { generic::rows::alibi_row(Neon(()), row, n, slope, first_distance, symmetric) }
+    /// # Safety
+    /// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
+    pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+        // SAFETY: as in `rotate`.
+        unsafe { generic::rotate_rows(Neon(()), a, cos_rows, sin_rows) }
+    }
 }
 
 impl Simd for Neon {
@@ -206,7 +166,11 @@ impl Simd for Neon {
         unsafe {
             // All ones where v == v, i.e. not NaN.
             let ordered = vceqq_f32(v, v);
-            vbslq_f32(ordered, v, vreinterpretq_f32_u32(vdupq_n_u32(crate::CANONICAL_NAN_F32)))
+            vbslq_f32(
+                ordered,
+                v,
+                vreinterpretq_f32_u32(vdupq_n_u32(crate::kernels::element::CANONICAL_NAN_F32)),
+            )
         }
     }
     #[inline(always)]

@@ -7,7 +7,7 @@
 
 use core::arch::x86_64::*;
 
-use super::{F64Simd, RowInputs};
+use crate::kernels::sincos::{F64Simd, RowInputs};
 
 /// Proof that the CPU supports AVX-512F.
 #[derive(Clone, Copy)]
@@ -18,7 +18,7 @@ pub(crate) struct Avx512(());
 #[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
     // The contract guarantees AVX-512F, which is what the token asserts.
-    super::fill_row(Avx512(()), inputs, position, cos, sin);
+    crate::kernels::sincos::fill_row(Avx512(()), inputs, position, cos, sin);
 }
 
 const SIGN: i64 = i64::MIN;

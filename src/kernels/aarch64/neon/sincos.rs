@@ -4,15 +4,15 @@
 
 use core::arch::aarch64::*;
 
-use super::{F64Simd, RowInputs};
+use crate::kernels::sincos::{F64Simd, RowInputs};
 
 /// Proof that the CPU supports NEON (always, on aarch64).
 #[derive(Clone, Copy)]
 pub(crate) struct Neon(());
 
-/// The NEON generator (the contract of [`SinCosFn`](super::SinCosFn); NEON is baseline).
+/// The NEON generator (the contract of [`SinCosFn`](crate::kernels::sincos::SinCosFn); NEON is baseline).
 pub(crate) fn fill_row(inputs: &RowInputs<'_>, position: u32, cos: &mut [f32], sin: &mut [f32]) {
-    super::fill_row(Neon(()), inputs, position, cos, sin);
+    crate::kernels::sincos::fill_row(Neon(()), inputs, position, cos, sin);
 }
 
 impl F64Simd for Neon {

@@ -7,32 +7,49 @@
 //! oracle uses); the arithmetic stays in vectors. `bf16` is widened by a 16-bit shift and rounded with
 //! the integer rounding of [`Simd::store_bf16`] lane-wise in `u32x4`.
 
+pub(crate) mod sincos;
+
 use half::{bf16, f16};
 use wide::{f32x4, u32x4};
 
-use super::generic::convert::ConvertOut;
 use super::generic::{self, Simd, SimdElement};
-use super::{kernels_table, ConvertArgs, Kernels, RotateArgs};
-use crate::dispatch::Tier;
+use super::{kernels_table, Kernels, RotateArgs};
 use crate::kernels::shape::Layout;
+use crate::kernels::tier::Tier;
 
-pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Portable, super::sincos::portable::fill_row);
+pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Portable, sincos::fill_row);
+
+/// This tier's table: the build's baseline, always there.
+pub(crate) fn get() -> Option<&'static Kernels> {
+    Some(&KERNELS)
+}
 
 /// The portable tier's token. Needs nothing beyond the build's baseline.
 #[derive(Clone, Copy)]
 pub(crate) struct Portable;
 
-/// # Safety
-/// The contract of [`RotateFn`](super::RotateFn).
-pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
-    // One frame per layout, so that a call carries only its layout's buffers (the
-    // Interleaved rows expansion stays out of HalfSplit calls: issue 13, microcontroller
-    // stacks).
-    match a.layout {
-        // SAFETY: forwarded.
-        Layout::HalfSplit => unsafe { rotate_in::<T, false>(a) },
-        // SAFETY: forwarded.
-        Layout::Interleaved => unsafe { rotate_in::<T, true>(a) },
+crate::kernels::tier_boundary! {
+    token = Portable;
+
+    /// # Safety
+    /// The contract of [`RotateFn`](super::RotateFn).
+    pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
+        // One frame per layout, so that a call carries only its layout's buffers (the
+        // Interleaved rows expansion stays out of HalfSplit calls: issue 13, microcontroller
+        // stacks).
+        match a.layout {
+            // SAFETY: forwarded.
+            Layout::HalfSplit => unsafe { rotate_in::<T, false>(a) },
+            // SAFETY: forwarded.
+            Layout::Interleaved => unsafe { rotate_in::<T, true>(a) },
+        }
+    }
+
+    /// # Safety
+    /// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
+    pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
+        // SAFETY: as in `rotate`.
+        unsafe { generic::rotate_rows(Portable, a, cos_rows, sin_rows) }
     }
 }
 
@@ -46,55 +63,6 @@ unsafe fn rotate_in<T: SimdElement, const INTERLEAVED: bool>(a: &RotateArgs<'_, 
     let a = RotateArgs { layout, ..*a };
     // SAFETY: forwarded (the same arguments); the baseline is always there.
     unsafe { generic::rotate(Portable, &a) }
-}
-
-/// # Safety
-/// The contract of [`RotateRowsFn`](crate::kernels::RotateRowsFn) (and of `rotate`).
-pub(crate) unsafe fn rotate_rows<T: SimdElement>(a: &RotateArgs<'_, T>, cos_rows: &[f32], sin_rows: &[f32]) {
-    // SAFETY: as in `rotate`.
-    unsafe { generic::rotate_rows(Portable, a, cos_rows, sin_rows) }
-}
-
-/// # Safety
-/// The contract of [`ConvertFn`](super::ConvertFn).
-pub(crate) unsafe fn convert<I: SimdElement, O: ConvertOut>(a: &ConvertArgs<'_, I, O>) {
-    // SAFETY: forwarded; the baseline is always there.
-    unsafe { generic::convert::convert(Portable, a) }
-}
-
-/// # Safety
-/// The contract of [`ScaleFn`](super::ScaleFn).
-pub(crate) unsafe fn scale<T: SimdElement>(x: *mut T, len: usize, c: f32) {
-    // SAFETY: forwarded; the baseline is always there.
-    unsafe { generic::scale(Portable, x, len, c) }
-}
-
-/// # Safety
-/// The contract of [`NormFn`](crate::kernels::generic::qknorm::NormFn).
-pub(crate) unsafe fn norm_heads<T: SimdElement>(a: &generic::qknorm::NormArgs<'_, T>) {
-    // SAFETY: forwarded; the baseline is always there.
-    unsafe { generic::qknorm::norm_heads(Portable, a) }
-}
-
-/// # Safety
-/// The contract of [`NormRopeFn`](crate::kernels::generic::qknorm::NormRopeFn).
-pub(crate) unsafe fn norm_rope_heads<T: SimdElement>(a: &generic::qknorm::NormRopeArgs<'_, T>) -> bool {
-    // SAFETY: forwarded; the baseline is always there.
-    unsafe { generic::qknorm::norm_rope_heads(Portable, a) }
-}
-
-/// # Safety
-/// The contract of [`AddRowFn`](super::AddRowFn).
-pub(crate) unsafe fn add_row<T: SimdElement, P: SimdElement>(x: *mut T, pe: *const P, n: usize) {
-    // SAFETY: forwarded; the baseline is always there.
-    unsafe { generic::rows::add_row(Portable, x, pe, n) }
-}
-
-/// # Safety
-/// The contract of [`AlibiRowFn`](super::AlibiRowFn).
-pub(crate) unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
-    // SAFETY: forwarded; the baseline is always there.
-    unsafe { generic::rows::alibi_row(Portable, row, n, slope, first_distance, symmetric) }
 }
 
 impl Simd for Portable {
@@ -170,7 +138,7 @@ impl Simd for Portable {
     }
     #[inline(always)]
     fn canonicalize_nan(self, v: f32x4) -> f32x4 {
-        v.is_nan().select(f32x4::splat(f32::from_bits(crate::CANONICAL_NAN_F32)), v)
+        v.is_nan().select(f32x4::splat(f32::from_bits(crate::kernels::element::CANONICAL_NAN_F32)), v)
     }
     #[inline(always)]
     unsafe fn load_f16(self, p: *const f16) -> f32x4 {
