@@ -9,8 +9,14 @@
 //!
 //! Under Miri the same suite runs with fewer and smaller cases.
 
-use rand::rngs::SmallRng as StdRng;
-use rand::{RngExt, SeedableRng};
+mod support;
+
+use support::elem::{bits, TestElem};
+use support::padded::{check_outside, check_untouched, PAD};
+use support::rng::{element, padded, padded_at, pow2, rng, TestRng};
+use support::tiers::{pinned, tiers};
+
+use rand::RngExt;
 use rope_kernels::dispatch::{self, ALL_TIERS};
 use rope_kernels::encodings::{
     add_alibi_with_tier, alibi_slopes, AlibiForm, LearnedElement, LearnedPositions, RelativeGrid, Sinusoidal,
@@ -26,111 +32,6 @@ const CASES: usize = if cfg!(miri) { 6 } else { 150 };
 /// Largest token count, head count and extra (pass-through) dims of a random case.
 const MAX_TOKENS: usize = if cfg!(miri) { 2 } else { 5 };
 const MAX_HEADS: usize = if cfg!(miri) { 2 } else { 6 };
-/// Canary elements on each side of every buffer.
-const PAD: usize = 9;
-
-/// The tiers to test; prints the ones skipped. `ROPE_TIERS=avx2,avx512` narrows the list
-/// (the Miri script uses it so that each run spends its time on the tier it adds).
-fn tiers() -> Vec<Tier> {
-    let only = std::env::var("ROPE_TIERS").ok();
-    let mut v = Vec::new();
-    for t in ALL_TIERS {
-        if !t.is_available() {
-            println!("skipping {t}: not available on this CPU/build");
-        } else if only.as_ref().is_some_and(|o| !o.split(',').any(|n| n.trim() == t.name())) {
-            println!("skipping {t}: not selected by ROPE_TIERS");
-        } else {
-            v.push(t);
-        }
-    }
-    v
-}
-
-/// Test-side access to an element's bits.
-trait Bits: Element {
-    const NAME: &'static str;
-    const CANARY: u32;
-    /// Interesting bit patterns: zeros, subnormals, extremes, infinities, NaNs.
-    const SPECIALS: &'static [u32];
-    fn from_bits_u32(b: u32) -> Self;
-}
-
-impl Bits for f32 {
-    const NAME: &'static str = "f32";
-    const CANARY: u32 = 0xDEAD_BEEF;
-    const SPECIALS: &'static [u32] = &[
-        0x0000_0000,
-        0x8000_0000,
-        0x0000_0001,
-        0x8000_0003,
-        0x007F_FFFF,
-        0x0080_0000,
-        0x7F7F_FFFF,
-        0xFF7F_FFFF,
-        0x7F80_0000,
-        0xFF80_0000,
-        0x7FC0_0000,
-        0xFFC0_0001,
-        0x7F80_0001,
-        0x7FA0_1234,
-        0x3F80_0000,
-        0x3F80_0001,
-        0x3380_0000,
-    ];
-    fn from_bits_u32(b: u32) -> Self {
-        f32::from_bits(b)
-    }
-}
-
-impl Bits for f16 {
-    const NAME: &'static str = "f16";
-    const CANARY: u32 = 0xBEEF;
-    const SPECIALS: &'static [u32] = &[
-        0x0000, 0x8000, 0x0001, 0x8003, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0xFE01,
-        0x7C01, 0x7D23, 0x3C00, 0x3C01, 0x1400,
-    ];
-    fn from_bits_u32(b: u32) -> Self {
-        f16::from_bits(b as u16)
-    }
-}
-
-impl Bits for bf16 {
-    const NAME: &'static str = "bf16";
-    const CANARY: u32 = 0xBEEF;
-    const SPECIALS: &'static [u32] = &[
-        0x0000, 0x8000, 0x0001, 0x8003, 0x007F, 0x0080, 0x7F7F, 0xFF7F, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1,
-        0x7F81, 0x7FA3, 0x3F80, 0x3F81, 0x3B80,
-    ];
-    fn from_bits_u32(b: u32) -> Self {
-        bf16::from_bits(b as u16)
-    }
-}
-
-/// `2^e` for `-149 <= e <= 127`, built from its bits: exact and deterministic everywhere
-/// (`f32::powi` is not: Miri gives it a non-deterministic error, so two generations of one
-/// seed differed there).
-fn pow2(e: i32) -> f32 {
-    assert!((-149..=127).contains(&e));
-    if e >= -126 {
-        f32::from_bits(((e + 127) as u32) << 23)
-    } else {
-        f32::from_bits(1 << (e + 149))
-    }
-}
-
-/// A random element: mostly values exact in every type (so products and sums land on
-/// rounding ties often), some random finite values, some specials.
-fn element<T: Bits>(rng: &mut StdRng) -> T {
-    match rng.random_range(0..20) {
-        0..=11 => {
-            let m = rng.random_range(-64i32..=64) as f32;
-            T::from_f32(m * pow2(rng.random_range(-8..=0)))
-        }
-        12..=16 => T::from_f32(rng.random_range(-8.0f32..8.0)),
-        _ => T::from_bits_u32(T::SPECIALS[rng.random_range(0..T::SPECIALS.len())]),
-    }
-}
-
 /// Special cos/sin values for caller tables: exact products that tie in bf16/f16, results
 /// that overflow or become subnormal, infinities and NaN.
 const TABLE_SPECIALS: &[f32] = &[
@@ -153,45 +54,8 @@ const TABLE_SPECIALS: &[f32] = &[
     0.70710677,
 ];
 
-/// A buffer of `PAD` canaries, `len` random elements, `PAD` canaries.
-fn padded<T: Bits>(rng: &mut StdRng, len: usize) -> Vec<T> {
-    let mut v = vec![T::from_bits_u32(T::CANARY); len + 2 * PAD];
-    for x in &mut v[PAD..PAD + len] {
-        *x = element(rng);
-    }
-    v
-}
-
-/// Which elements a view covers (true) inside a buffer of `len` (padding excluded).
-fn coverage(view: &View, head_dim: usize, len: usize) -> Vec<bool> {
-    let mut c = vec![false; len];
-    for t in 0..view.tokens {
-        for h in 0..view.heads {
-            let o = t * view.token_stride + h * view.head_stride;
-            c[o..o + head_dim].iter_mut().for_each(|x| *x = true);
-        }
-    }
-    c
-}
-
-fn bits<T: Element>(v: &[T]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits_u32()).collect()
-}
-
-/// Asserts that every element outside `view` (canaries, gaps) kept its initial bits.
-fn check_untouched<T: Element>(before: &[T], after: &[T], view: &View, head_dim: usize, what: &str) {
-    let inner = before.len() - 2 * PAD;
-    let cov = coverage(view, head_dim, inner);
-    for (i, (b, a)) in before.iter().zip(after).enumerate() {
-        let covered = i >= PAD && i < PAD + inner && cov[i - PAD];
-        if !covered {
-            assert_eq!(b.to_bits_u32(), a.to_bits_u32(), "{what}: element {i} outside the view was written");
-        }
-    }
-}
-
 /// A random view of `tokens × heads` rows of `head_dim`, and the buffer length it needs.
-fn random_view(rng: &mut StdRng, tokens: usize, heads: usize, head_dim: usize) -> (View, usize) {
+fn random_view(rng: &mut TestRng, tokens: usize, heads: usize, head_dim: usize) -> (View, usize) {
     let gap_h = if rng.random_bool(0.5) { 0 } else { rng.random_range(1..4) };
     let gap_t = if rng.random_bool(0.5) { 0 } else { rng.random_range(1..4) };
     let view = match rng.random_range(0..3) {
@@ -212,7 +76,7 @@ fn random_view(rng: &mut StdRng, tokens: usize, heads: usize, head_dim: usize) -
 }
 
 /// One random case: shape, strides, options; run on the oracle and on `tier`, compare.
-fn random_case<T: Bits>(rng: &mut StdRng, tier: Tier) {
+fn random_case<T: TestElem>(rng: &mut TestRng, tier: Tier) {
     // Body and tail on every lane count (4, 8, 16); Miri gets the smaller half.
     const PAIRS: &[usize] = &[1, 3, 4, 8, 9, 16, 17, 2, 5, 7, 15, 24, 31, 32, 33, 64];
     let pairs = PAIRS[rng.random_range(0..if cfg!(miri) { 7 } else { PAIRS.len() })];
@@ -220,8 +84,8 @@ fn random_case<T: Bits>(rng: &mut StdRng, tier: Tier) {
     let head_dim = rotary_dim + if rng.random_bool(0.5) { 0 } else { rng.random_range(1..10) };
     let layout = if rng.random_bool(0.5) { Layout::HalfSplit } else { Layout::Interleaved };
     let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout);
-    let oracle = Rope::new(config.clone()).unwrap().with_tier(Tier::Scalar).unwrap();
-    let rope = Rope::new(config).unwrap().with_tier(tier).unwrap();
+    let oracle = pinned(config.clone(), Tier::Scalar);
+    let rope = pinned(config, tier);
     assert_eq!(rope.tier(), tier);
 
     let tokens = rng.random_range(1..=MAX_TOKENS);
@@ -342,9 +206,9 @@ fn random_case<T: Bits>(rng: &mut StdRng, tier: Tier) {
     }
 }
 
-fn random_suite<T: Bits>(seed: u64) {
+fn random_suite<T: TestElem>(seed: u64) {
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(seed ^ tier as u64);
+        let mut rng = rng(seed ^ tier as u64);
         for _ in 0..CASES {
             random_case::<T>(&mut rng, tier);
         }
@@ -369,24 +233,24 @@ fn random_cases_match_oracle_bf16() {
 
 /// Every f16/bf16 bit pattern (a stride of them under Miri) as `x0` and `x1` of a head,
 /// rotated by random and special cos/sin, both layouts, on every tier.
-fn all_patterns<T: Bits>() {
+fn all_patterns<T: TestElem>() {
     let step = if cfg!(miri) { 257 } else { 1 };
-    let patterns: Vec<T> = (0..=u16::MAX as u32).step_by(step).map(T::from_bits_u32).collect();
+    let patterns: Vec<T> = (0..=u16::MAX as u32).step_by(step).map(T::from_bits).collect();
     let head_dim = 2 * 9; // 9 pairs: a vector body plus a tail on every tier.
     let heads = patterns.len() / head_dim;
     let n = heads * head_dim;
-    let mut rng = StdRng::seed_from_u64(0xA11_B175);
+    let mut rng = rng(0xA11_B175);
     let cos: Vec<f32> = (0..9).map(|_| TABLE_SPECIALS[rng.random_range(0..TABLE_SPECIALS.len())]).collect();
     let sin: Vec<f32> = (0..9).map(|_| rng.random_range(-1.5f32..1.5)).collect();
     let table = CosSinTable::new(&cos, &sin, 9).unwrap();
     for layout in [Layout::HalfSplit, Layout::Interleaved] {
         let config = RopeConfig::new(head_dim, 10_000.0).with_layout(layout);
-        let oracle = Rope::new(config.clone()).unwrap().with_tier(Tier::Scalar).unwrap();
+        let oracle = pinned(config.clone(), Tier::Scalar);
         let mut expect = patterns[..n].to_vec();
         let opts = Apply::start(0).with_table(table);
         oracle.apply(HeadsMut::new(&mut expect, View::bshd(1, heads, head_dim)), &opts).unwrap();
         for tier in tiers() {
-            let rope = Rope::new(config.clone()).unwrap().with_tier(tier).unwrap();
+            let rope = pinned(config.clone(), tier);
             let mut got = patterns[..n].to_vec();
             rope.apply(HeadsMut::new(&mut got, View::bshd(1, heads, head_dim)), &opts).unwrap();
             assert_eq!(bits(&expect), bits(&got), "{tier} {} {layout:?}", T::NAME);
@@ -409,8 +273,8 @@ fn all_bf16_patterns_match_oracle() {
 /// to eight steps of two vectors; more take the loops), both layouts, whole and partial
 /// rotary, in place and out of place, both directions, every tier against the oracle with
 /// canaries around every buffer.
-fn whole_vector_heads<T: Bits>(seed: u64) {
-    let mut rng = StdRng::seed_from_u64(seed);
+fn whole_vector_heads<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
     // Under Miri (bounds, not bits): the smallest and the largest unrolled count, partial
     // rotary (the rest is copied or kept) and one direction; the native run does the rest.
     let counts: &[usize] = if cfg!(miri) { &[1, 8] } else { &[1, 2, 3, 4, 5, 6, 7, 8, 9] };
@@ -425,7 +289,7 @@ fn whole_vector_heads<T: Bits>(seed: u64) {
     for ((pairs, extra), layout) in shapes.flat_map(|s| [(s, Layout::HalfSplit), (s, Layout::Interleaved)]) {
         let head_dim = 2 * pairs + extra;
         let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(2 * pairs).with_layout(layout);
-        let oracle = Rope::new(config.clone()).unwrap().with_tier(Tier::Scalar).unwrap();
+        let oracle = pinned(config.clone(), Tier::Scalar);
         let cache = oracle.build_cache(8).unwrap();
         let view = View::bshd(tokens, heads, head_dim);
         let n = tokens * heads * head_dim;
@@ -449,7 +313,7 @@ fn whole_vector_heads<T: Bits>(seed: u64) {
             };
             let (ex, eo) = run(&oracle);
             for tier in tiers() {
-                let rope = Rope::new(config.clone()).unwrap().with_tier(tier).unwrap();
+                let rope = pinned(config.clone(), tier);
                 let what = format!(
                     "{tier} {} {layout:?} pairs {pairs} head_dim {head_dim} inverse {inverse}",
                     T::NAME
@@ -488,8 +352,8 @@ fn whole_vector_heads_match_oracle_bf16() {
 /// head-by-head walk that copies each pass-through part after its rotation), in place and
 /// out of place, every tier against the oracle, with canaries around every buffer. Not under
 /// Miri (millions of elements).
-fn prefetching_calls<T: Bits>(seed: u64) {
-    let mut rng = StdRng::seed_from_u64(seed);
+fn prefetching_calls<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
     let (tokens, q_heads, k_heads, head_dim) = (300, 12, 4, 128);
     let cases = [Layout::HalfSplit, Layout::Interleaved].into_iter().flat_map(|l| [(l, head_dim), (l, 58)]);
     for (layout, rotary_dim) in cases {
@@ -517,10 +381,10 @@ fn prefetching_calls<T: Bits>(seed: u64) {
                 rope.apply_qk(HeadsMut::new(&mut q[PAD..nq - PAD], qv), Some(k_live), &opts).unwrap();
                 (q, k)
             };
-            let oracle = Rope::new(rope_cfg(layout)).unwrap().with_tier(Tier::Scalar).unwrap();
+            let oracle = pinned(rope_cfg(layout), Tier::Scalar);
             let (eq, ek) = in_place(&oracle);
             for tier in tiers() {
-                let rope = Rope::new(rope_cfg(layout)).unwrap().with_tier(tier).unwrap();
+                let rope = pinned(rope_cfg(layout), tier);
                 let what = format!("{tier} {} {layout:?} rotary_dim={rotary_dim} bhsd={bhsd}", T::NAME);
                 let (gq, gk) = in_place(&rope);
                 assert_eq!(bits(&eq), bits(&gq), "{what}: q in place (canaries included)");
@@ -609,7 +473,7 @@ fn known_values() {
         (0x7F7F_FFFF, 0, 2.0, 0.0, 0x7F80_0000),
         (0x3F80_0000, 0x3F80_0000, -0.0, 0.0, 0x8000_0000), // (1 * -0) - (1 * 0) = -0
     ];
-    fn run<T: Bits>(cases: &[(u32, u32, f32, f32, u32)]) {
+    fn run<T: TestElem>(cases: &[(u32, u32, f32, f32, u32)]) {
         for tier in tiers() {
             for &(x0, x1, c, s, want) in cases {
                 // 17 pairs: the case sits in the vector body (pair 0) and in the tail (16).
@@ -618,9 +482,9 @@ fn known_values() {
                 let mut x = vec![T::from_f32(1.0); 34];
                 for i in [0, 16] {
                     (cos[i], sin[i]) = (c, s);
-                    (x[i], x[i + 17]) = (T::from_bits_u32(x0), T::from_bits_u32(x1));
+                    (x[i], x[i + 17]) = (T::from_bits(x0), T::from_bits(x1));
                 }
-                let rope = Rope::new(RopeConfig::new(34, 10_000.0)).unwrap().with_tier(tier).unwrap();
+                let rope = pinned(RopeConfig::new(34, 10_000.0), tier);
                 let table = CosSinTable::new(&cos, &sin, 17).unwrap();
                 rope.apply(HeadsMut::new(&mut x, View::bshd(1, 1, 34)), &Apply::start(0).with_table(table))
                     .unwrap();
@@ -639,7 +503,7 @@ fn known_values() {
 /// The roofline baseline computes `round(x * c)` on every tier, like the oracle.
 #[test]
 fn bench_scale_matches_scalar() {
-    let mut rng = StdRng::seed_from_u64(7);
+    let mut rng = rng(7);
     let n = if cfg!(miri) { 37 } else { 1000 };
     let src: Vec<bf16> = (0..n).map(|_| element(&mut rng)).collect();
     let mut want = src.clone();
@@ -687,7 +551,7 @@ fn dispatcher_uses_reported_tier() {
         let rope = Rope::new(config.clone()).unwrap();
         assert_eq!(rope.tier(), t);
         rope.apply(HeadsMut::new(&mut x, View::bshd(1, 1, 8)), &Apply::start(3)).unwrap();
-        assert_eq!(Rope::new(config.clone()).unwrap().with_tier(t).unwrap().tier(), t);
+        assert_eq!(pinned(config.clone(), t).tier(), t);
         assert_eq!(dispatch::set_max_tier(t), t);
     }
     for t in ALL_TIERS.into_iter().filter(|t| !available.contains(t)) {
@@ -716,44 +580,23 @@ fn row_lengths() -> Vec<usize> {
 /// Random rows per (tier, length) in the row-kernel suites.
 const ROW_REPS: usize = if cfg!(miri) { 1 } else { 6 };
 
-/// A buffer of `PAD + off` canaries, `n` random elements, `PAD` canaries; returns it and
-/// the range of the live elements (`off` varies the start's alignment).
-fn padded_at<T: Bits>(rng: &mut StdRng, n: usize) -> (Vec<T>, std::ops::Range<usize>) {
-    let off = rng.random_range(0..8);
-    let mut v = vec![T::from_bits_u32(T::CANARY); n + off + 2 * PAD];
-    let live = PAD + off..PAD + off + n;
-    for x in &mut v[live.clone()] {
-        *x = element(rng);
-    }
-    (v, live)
-}
-
-/// Asserts that nothing outside `live` changed.
-fn check_outside<T: Element>(before: &[T], after: &[T], live: &std::ops::Range<usize>, what: &str) {
-    for (i, (b, a)) in before.iter().zip(after).enumerate() {
-        if !live.contains(&i) {
-            assert_eq!(b.to_bits_u32(), a.to_bits_u32(), "{what}: element {i} outside the row was written");
-        }
-    }
-}
-
 /// An encoding value that puts `x + pe` on a rounding tie of `T` (or next to one): half an
 /// ulp of `x`, times 1 or 3, either sign, converted to `P`.
-fn tie<T: Bits, P: Bits>(rng: &mut StdRng, x: T) -> P {
+fn tie<T: TestElem, P: TestElem>(rng: &mut TestRng, x: T) -> P {
     let v = x.to_f32();
     if !v.is_finite() {
         return element(rng);
     }
-    let next = T::from_bits_u32(x.to_bits_u32() + 1).to_f32();
+    let next = T::from_bits(x.to_bits_u32() + 1).to_f32();
     let ulp = (next - v).abs();
     P::from_f32(ulp * [0.5f32, 1.5, -0.5, -1.5][rng.random_range(0..4)])
 }
 
 /// Every tier's add-row kernel for embeddings `T` plus rows `P` against the oracle: every
 /// row length, random start alignments, random values with specials, ties, canaries.
-fn add_row_suite<T: Bits, P: Bits + LearnedElement<T>>(seed: u64) {
+fn add_row_suite<T: TestElem, P: TestElem + LearnedElement<T>>(seed: u64) {
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(seed ^ tier as u64);
+        let mut rng = rng(seed ^ tier as u64);
         let mut cases = 0;
         for n in row_lengths() {
             for _ in 0..ROW_REPS {
@@ -810,13 +653,13 @@ fn add_row_bf16_bf16_matches_oracle() {
 
 /// Every f16/bf16 bit pattern (a stride of them under Miri) as the embedding, plus random,
 /// special and tie values, and as the encoding row; on every tier.
-fn add_all_patterns<T: Bits>()
+fn add_all_patterns<T: TestElem>()
 where
     f32: LearnedElement<T>,
 {
     let step = if cfg!(miri) { 257 } else { 1 };
-    let patterns: Vec<T> = (0..=u16::MAX as u32).step_by(step).map(T::from_bits_u32).collect();
-    let mut rng = StdRng::seed_from_u64(0xADD_B175);
+    let patterns: Vec<T> = (0..=u16::MAX as u32).step_by(step).map(T::from_bits).collect();
+    let mut rng = rng(0xADD_B175);
     let pe32: Vec<f32> = patterns
         .iter()
         .map(|&x| if rng.random_bool(0.5) { tie::<T, f32>(&mut rng, x) } else { element(&mut rng) })
@@ -878,7 +721,7 @@ fn add_row_known_values() {
         (0x8000_0000, 0.0, 0x0000_0000),          // -0 + 0 = +0
         (0x7FA0_1234, 1.0, 0x7FC0_0000),
     ];
-    fn run<T: Bits>(cases: &[(u32, f32, u32)])
+    fn run<T: TestElem>(cases: &[(u32, f32, u32)])
     where
         f32: LearnedElement<T>,
     {
@@ -887,7 +730,7 @@ fn add_row_known_values() {
                 let mut xs = vec![T::from_f32(1.0); 37];
                 let mut pes = vec![0.0f32; 37];
                 for i in [0, 36] {
-                    (xs[i], pes[i]) = (T::from_bits_u32(x), pe);
+                    (xs[i], pes[i]) = (T::from_bits(x), pe);
                 }
                 rope_kernels::__bench::encodings::add_row(tier, &mut xs, &pes).unwrap();
                 for i in [0, 36] {
@@ -911,7 +754,7 @@ fn alibi_row_matches_oracle() {
         &[0.5, 0.00390625, 0.70710677, -0.25, 0.0, -0.0, 1e30, 1e-40, f32::INFINITY, f32::NAN];
     const EXACT: i64 = 1 << 24;
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(0xA11B ^ tier as u64);
+        let mut rng = rng(0xA11B ^ tier as u64);
         let mut cases = 0;
         for n in row_lengths() {
             for _ in 0..ROW_REPS {
@@ -965,7 +808,7 @@ fn sinusoidal_matches_oracle_on_every_tier() {
     const DIMS: &[usize] = &[1, 2, 3, 5, 8, 63, 64, 65, 129, 130, 131, 260];
     let dims = if cfg!(miri) { &[5, 65][..] } else { DIMS };
     let reps = if cfg!(miri) { 1 } else { 4 };
-    fn add<T: Bits>(rng: &mut StdRng, pe: Sinusoidal, oracle: Sinusoidal, what: &str) {
+    fn add<T: TestElem>(rng: &mut TestRng, pe: Sinusoidal, oracle: Sinusoidal, what: &str) {
         let d = pe.dim();
         let tokens = rng.random_range(1..=if cfg!(miri) { 2 } else { 5 });
         let stride = d + rng.random_range(0..3);
@@ -994,7 +837,7 @@ fn sinusoidal_matches_oracle_on_every_tier() {
         );
     }
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(0x51_0000 ^ tier as u64);
+        let mut rng = rng(0x51_0000 ^ tier as u64);
         for &d in dims {
             for layout in [SinusoidalLayout::Interleaved, SinusoidalLayout::Concatenated] {
                 let base = if rng.random_bool(0.8) { 10_000.0 } else { rng.random_range(1.5..1e6) };
@@ -1022,7 +865,7 @@ fn sinusoidal_matches_oracle_on_every_tier() {
 /// Learned adds pinned to every tier equal the scalar tier's bits, for every type pair.
 #[test]
 fn learned_matches_oracle_on_every_tier() {
-    fn run<T: Bits, P: Bits + LearnedElement<T>>(rng: &mut StdRng, tier: Tier) {
+    fn run<T: TestElem, P: TestElem + LearnedElement<T>>(rng: &mut TestRng, tier: Tier) {
         let d = [1usize, 7, 16, 33, 67, 130][rng.random_range(0..if cfg!(miri) { 4 } else { 6 })];
         let max_positions = rng.random_range(1..12);
         let table: Vec<P> = (0..max_positions * d).map(|_| element(rng)).collect();
@@ -1045,7 +888,7 @@ fn learned_matches_oracle_on_every_tier() {
     }
     let reps = if cfg!(miri) { 1 } else { 20 };
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(0x1EA_0000 ^ tier as u64);
+        let mut rng = rng(0x1EA_0000 ^ tier as u64);
         for _ in 0..reps {
             run::<f32, f32>(&mut rng, tier);
             run::<f16, f32>(&mut rng, tier);
@@ -1063,7 +906,7 @@ fn learned_matches_oracle_on_every_tier() {
 fn alibi_matches_oracle_on_every_tier() {
     let reps = if cfg!(miri) { 2 } else { 30 };
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(0xA11_0000 ^ tier as u64);
+        let mut rng = rng(0xA11_0000 ^ tier as u64);
         for _ in 0..reps {
             let heads = rng.random_range(1..=if cfg!(miri) { 2 } else { 12 });
             let mut slopes = vec![0.0f32; heads];
@@ -1190,7 +1033,7 @@ impl MultiRope {
 
 /// A random MRoPE or vision RoPE of `pairs` pairs (even for vision) on `tier` and on the
 /// scalar oracle.
-fn random_multi(rng: &mut StdRng, tier: Tier) -> (MultiRope, MultiRope, String) {
+fn random_multi(rng: &mut TestRng, tier: Tier) -> (MultiRope, MultiRope, String) {
     use rope_kernels::{AngleMode, MRope, MRopeStyle, VisionRope};
     const PAIRS: &[usize] = &[2, 4, 6, 8, 10, 16, 18, 24, 32, 34, 40, 64];
     let pairs = PAIRS[rng.random_range(0..if cfg!(miri) { 5 } else { PAIRS.len() })];
@@ -1235,7 +1078,7 @@ fn random_multi(rng: &mut StdRng, tier: Tier) -> (MultiRope, MultiRope, String) 
     (make(Tier::Scalar), make(tier), what)
 }
 
-fn multi_case<T: Bits>(rng: &mut StdRng, tier: Tier) {
+fn multi_case<T: TestElem>(rng: &mut TestRng, tier: Tier) {
     let (oracle, rope, what) = random_multi(rng, tier);
     let (head_dim, pairs) = match &oracle {
         MultiRope::M(m) => (m.rope().config().head_dim, m.rope().config().pairs()),
@@ -1321,9 +1164,9 @@ fn multi_case<T: Bits>(rng: &mut StdRng, tier: Tier) {
     }
 }
 
-fn multi_suite<T: Bits>(seed: u64) {
+fn multi_suite<T: TestElem>(seed: u64) {
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(seed ^ tier as u64);
+        let mut rng = rng(seed ^ tier as u64);
         for _ in 0..CASES {
             multi_case::<T>(&mut rng, tier);
         }
@@ -1353,13 +1196,13 @@ fn mrope_vision_match_oracle_bf16() {
 /// place and out of place over random (gapped) views with canaries, on the fly or from a
 /// cache, GQA k or none: the tier's output must equal the scalar oracle's by bits, and
 /// `norm_qk` likewise.
-fn qknorm_suite<T: Bits>(seed: u64) {
+fn qknorm_suite<T: TestElem>(seed: u64) {
     // Under Miri: 3 pairs (a tail of every lane count) and 17 (bodies of 4, 8 and 16 lanes
     // plus a tail), each layout, f32 and bf16 (f16 in the whole-head test), one norm per
     // case in turn (`qknorm_case`).
     let all_pairs: Vec<usize> = if cfg!(miri) { vec![3, 17] } else { (1..=72).chain([128, 256]).collect() };
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(seed ^ tier as u64);
+        let mut rng = rng(seed ^ tier as u64);
         let mut n = 0;
         for pairs in all_pairs.iter().copied() {
             let rotary_dim = 2 * pairs;
@@ -1374,8 +1217,8 @@ fn qknorm_suite<T: Bits>(seed: u64) {
 }
 
 /// `case` numbers the calls of one suite: under Miri it picks the one norm form tested.
-fn qknorm_case<T: Bits>(
-    rng: &mut StdRng,
+fn qknorm_case<T: TestElem>(
+    rng: &mut TestRng,
     tier: Tier,
     case: usize,
     head_dim: usize,
@@ -1384,8 +1227,8 @@ fn qknorm_case<T: Bits>(
 ) {
     use rope_kernels::QkNorm;
     let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout);
-    let oracle = Rope::new(config.clone()).unwrap().with_tier(Tier::Scalar).unwrap();
-    let rope = Rope::new(config).unwrap().with_tier(tier).unwrap();
+    let oracle = pinned(config.clone(), Tier::Scalar);
+    let rope = pinned(config, tier);
     let tokens = rng.random_range(1..=MAX_TOKENS);
     // Sometimes (not under Miri) 16-40 heads: whole groups of heads and their tails.
     let q_heads = if !cfg!(miri) && rng.random_bool(0.25) {
@@ -1529,11 +1372,11 @@ const WIDEST_LANES: usize = if cfg!(target_arch = "x86_64") { 16 } else { 4 };
 /// One (rotary_dim, layout, dtype) case on every tier: 2 tokens × 3 heads, head_dim =
 /// rotary_dim (+ 3 pass-through dims when `extra`), forward and inverse, in place and out
 /// of place, canaries around every buffer.
-fn every_rotary_dim_case<T: Bits>(rng: &mut StdRng, rotary_dim: usize, layout: Layout, extra: bool) {
+fn every_rotary_dim_case<T: TestElem>(rng: &mut TestRng, rotary_dim: usize, layout: Layout, extra: bool) {
     let head_dim = rotary_dim + if extra { 3 } else { 0 };
     let (tokens, heads) = (2, 3);
     let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout);
-    let oracle = Rope::new(config.clone()).unwrap().with_tier(Tier::Scalar).unwrap();
+    let oracle = pinned(config.clone(), Tier::Scalar);
     let view = View::bshd(tokens, heads, head_dim);
     let n = tokens * heads * head_dim;
     let x0 = padded::<T>(rng, n);
@@ -1558,7 +1401,7 @@ fn every_rotary_dim_case<T: Bits>(rng: &mut StdRng, rotary_dim: usize, layout: L
         let o0 = padded::<T>(rng, n);
         let (want, want_out) = (in_place(&oracle), out_of_place(&oracle, &o0));
         for tier in tiers() {
-            let rope = Rope::new(config.clone()).unwrap().with_tier(tier).unwrap();
+            let rope = pinned(config.clone(), tier);
             let what = format!(
                 "{tier} {} {layout:?} rotary_dim {rotary_dim} head_dim {head_dim} inverse {inverse}",
                 T::NAME
@@ -1573,8 +1416,8 @@ fn every_rotary_dim_case<T: Bits>(rng: &mut StdRng, rotary_dim: usize, layout: L
     }
 }
 
-fn every_rotary_dim<T: Bits>(seed: u64) {
-    let mut rng = StdRng::seed_from_u64(seed);
+fn every_rotary_dim<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
     // Under Miri every fourth rotary_dim (2, 10, 18, 26, 34: tails on every width, and
     // heads shorter than one vector).
     let step = if cfg!(miri) { 4 } else { 1 };
@@ -1618,8 +1461,8 @@ fn every_rotary_dim_matches_oracle_bf16() {
 /// walk (the same positions as `position_ids`), on every tier, for every dtype: whole and
 /// partial rotary, both layouts, q BHSD and k BSHD in one call, in place and out of place
 /// (BHSD into BSHD), canaries intact.
-fn head_major_bhsd<T: Bits>(seed: u64) {
-    let mut rng = StdRng::seed_from_u64(seed);
+fn head_major_bhsd<T: TestElem>(seed: u64) {
+    let mut rng = rng(seed);
     let (tokens, q_heads, k_heads) = if cfg!(miri) { (3, 2, 1) } else { (70, 3, 2) };
     let shapes: &[(usize, usize)] = if cfg!(miri) {
         &[(20, 8), (40, 34), (32, 32)]
@@ -1634,7 +1477,7 @@ fn head_major_bhsd<T: Bits>(seed: u64) {
         let (q0, k0) = (padded::<T>(&mut rng, qn), padded::<T>(&mut rng, kn));
         let ids: Vec<u32> = (0..tokens as u32).map(|t| t + 3).collect();
         for tier in tiers() {
-            let rope = Rope::new(config.clone()).unwrap().with_tier(tier).unwrap();
+            let rope = pinned(config.clone(), tier);
             let cache = rope.build_cache(tokens + 3).unwrap();
             let what = format!("{tier} {} head_dim {head_dim} rotary_dim {rotary_dim} {layout:?}", T::NAME);
             let in_place = |opts: &Apply<'_>| {
@@ -1709,10 +1552,10 @@ trait OutBits: CacheElement {
     fn same(&self, other: &Self) -> bool;
 }
 
-impl<T: Bits + CacheElement> OutBits for T {
-    const NAME: &'static str = <T as Bits>::NAME;
+impl<T: TestElem + CacheElement> OutBits for T {
+    const NAME: &'static str = <T as TestElem>::NAME;
     fn canary() -> Self {
-        T::from_bits_u32(T::CANARY)
+        T::from_bits(T::CANARY)
     }
     fn same(&self, other: &Self) -> bool {
         self.to_bits_u32() == other.to_bits_u32()
@@ -1740,7 +1583,7 @@ enum Values {
     Tiny,
 }
 
-fn convert_value<I: Bits>(rng: &mut StdRng, values: Values) -> I {
+fn convert_value<I: TestElem>(rng: &mut TestRng, values: Values) -> I {
     match values {
         Values::Mixed => element(rng),
         Values::Finite => I::from_f32(rng.random_range(-4.0f32..4.0) * pow2(rng.random_range(-6..=6))),
@@ -1750,8 +1593,8 @@ fn convert_value<I: Bits>(rng: &mut StdRng, values: Values) -> I {
 
 /// One random convert call on `tier` against the scalar oracle; `half_split` forces a
 /// `HalfSplit` call of that (head_dim, rotary_dim).
-fn convert_case<I: Bits, O: OutBits>(
-    rng: &mut StdRng,
+fn convert_case<I: TestElem, O: OutBits>(
+    rng: &mut TestRng,
     tier: Tier,
     big: bool,
     half_split: Option<[usize; 2]>,
@@ -1803,9 +1646,11 @@ fn convert_case<I: Bits, O: OutBits>(
     };
     let src: Vec<I> = (0..tokens * src_token_stride).map(|_| convert_value(rng, values)).collect();
     let pairs = rotary_dim / 2;
-    let angle = |rng: &mut StdRng| {
+    let angle = |rng: &mut TestRng| {
         if rng.random_range(0..30) == 0 {
-            f32::from_bits(<f32 as Bits>::SPECIALS[rng.random_range(0..<f32 as Bits>::SPECIALS.len())])
+            f32::from_bits(
+                <f32 as TestElem>::SPECIALS[rng.random_range(0..<f32 as TestElem>::SPECIALS.len())],
+            )
         } else {
             rng.random_range(-1.0f32..1.0)
         }
@@ -1852,9 +1697,9 @@ fn convert_case<I: Bits, O: OutBits>(
     }
 }
 
-fn convert_suite<I: Bits, O: OutBits>(seed: u64) {
+fn convert_suite<I: TestElem, O: OutBits>(seed: u64) {
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rng = rng(seed);
         for c in 0..CONVERT_CASES {
             convert_case::<I, O>(&mut rng, tier, c % 4 != 0, None);
         }
@@ -1879,7 +1724,7 @@ fn convert_whole_vector_heads_match_oracle() {
     all_pairs.sort_unstable();
     all_pairs.dedup();
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(0x17_5EC7);
+        let mut rng = rng(0x17_5EC7);
         for &pairs in &all_pairs {
             for extra in [0, 5] {
                 let shape = Some([2 * pairs + extra, 2 * pairs]);
@@ -1920,12 +1765,12 @@ fn convert_bf16_matches_oracle() {
 
 /// One layer call of random sets, values, positions and destinations, with `Rope::with_tier`:
 /// the fused buffer and every destination (canaried) by bits.
-fn layer_call<I: Bits + rope_kernels::CacheElement>(
+fn layer_call<I: TestElem + rope_kernels::CacheElement>(
     tier: Tier,
     seed: u64,
 ) -> (Vec<u32>, Vec<u32>, Vec<u32>, Vec<rope_kernels::BlockQ8_0>) {
     use rope_kernels::{BlockQ8_0, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Slots};
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = rng(seed);
     let hd = 64;
     let layout = if rng.random_range(0..2) == 0 { Layout::HalfSplit } else { Layout::Interleaved };
     let rotary_dim = [64, 32, 16][rng.random_range(0..3)];
@@ -1937,7 +1782,7 @@ fn layer_call<I: Bits + rope_kernels::CacheElement>(
     let sets =
         if rng.random_range(0..3) == 0 { HeadSet::neox_qkv(qh, hd) } else { HeadSet::qkv_rows(qh, kvh, hd) };
     let mut qkv: Vec<I> = (0..tokens * sets[0].token_stride).map(|_| element(&mut rng)).collect();
-    let mut q_out = vec![I::from_bits_u32(I::CANARY); tokens * sets[0].heads * hd];
+    let mut q_out = vec![I::from_bits(I::CANARY); tokens * sets[0].heads * hd];
     let kvh = sets[1].heads;
     let kl = if rng.random_range(0..2) == 0 {
         CacheLayout::nhd(6, 4, kvh, hd)
@@ -1973,7 +1818,7 @@ fn layer_call<I: Bits + rope_kernels::CacheElement>(
     (bits(&qkv), bits(&q_out), k_cache.iter().map(|x| u32::from(x.to_bits())).collect(), v_cache)
 }
 
-fn layer_suite<I: Bits + rope_kernels::CacheElement>(seed: u64) {
+fn layer_suite<I: TestElem + rope_kernels::CacheElement>(seed: u64) {
     // Under Miri one case per dtype and tier (a layer call takes about 9 s there), and not the
     // scalar tier against itself (natively that checks that a case is deterministic).
     let cases = if cfg!(miri) { 1 } else { 60 };
@@ -2012,7 +1857,7 @@ fn qknorm_whole_heads_match_oracle() {
     let dims: &[usize] = if cfg!(miri) { &[16, 32, 64] } else { &[8, 16, 32, 64, 128, 256, 512] };
     let reps = if cfg!(miri) { 1 } else { 6 };
     for tier in tiers() {
-        let mut rng = StdRng::seed_from_u64(0x0A4B_0015 ^ tier as u64);
+        let mut rng = rng(0x0A4B_0015 ^ tier as u64);
         let mut n = 0;
         for (d, &head_dim) in dims.iter().enumerate() {
             for r in 0..reps {

@@ -15,27 +15,13 @@ use rope_kernels::{
 };
 
 use crate::*;
+use rand::Rng as _;
 
-/// xorshift64*: deterministic, no dependency.
-pub(crate) struct Rng(pub(crate) u64);
+/// The workspace's test support (`tests/support/`): the seeded generator.
+#[path = "../../tests/support/mod.rs"]
+pub(crate) mod support;
 
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    pub(crate) fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-    pub(crate) fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    }
-}
+pub(crate) use support::rng::{rng, Draw, TestRng};
 
 /// The number of random cases of a test: `native`, or `miri` under Miri. Miri interprets
 /// every step (thousands of times slower); there the tests look for undefined behaviour
@@ -173,7 +159,7 @@ struct Case {
     _arrays: [Vec<f64>; 3],
 }
 
-fn random_case(rng: &mut Rng) -> Case {
+fn random_case(rng: &mut TestRng) -> Case {
     let head_dim = 2 * (1 + rng.below(40) as usize) + rng.below(2) as usize;
     let rotary_dim = 2 * (1 + rng.below((head_dim / 2) as u64) as usize);
     let pairs = rotary_dim / 2;
@@ -189,7 +175,8 @@ fn random_case(rng: &mut Rng) -> Case {
     c.layout = if layout == Layout::HalfSplit { ROPE_LAYOUT_HALF_SPLIT } else { ROPE_LAYOUT_INTERLEAVED };
     let hf = rng.below(2) == 1;
     c.angle_mode = if hf { ROPE_ANGLE_HF_COMPATIBLE } else { ROPE_ANGLE_EXACT };
-    let factors = |rng: &mut Rng| (0..pairs).map(|_| 1.0 + rng.below(64) as f64 / 8.0).collect::<Vec<f64>>();
+    let factors =
+        |rng: &mut TestRng| (0..pairs).map(|_| 1.0 + rng.below(64) as f64 / 8.0).collect::<Vec<f64>>();
     let (a0, a1, a2) = (factors(rng), factors(rng), factors(rng));
     let s = &mut c.scaling;
     let factor = rng.pick(&[0.5, 1.0, 4.0, 8.0, 32.0]);
@@ -305,7 +292,7 @@ fn opts() -> rope_apply_opts {
 }
 
 /// A random view of `tokens x heads` rows of `head_dim` and the buffer length it needs.
-fn random_view(rng: &mut Rng, tokens: usize, heads: usize, head_dim: usize) -> (View, usize) {
+fn random_view(rng: &mut TestRng, tokens: usize, heads: usize, head_dim: usize) -> (View, usize) {
     let pad = rng.below(3) as usize;
     let view = match rng.below(2) {
         0 => View { tokens, heads, token_stride: heads * (head_dim + pad), head_stride: head_dim + pad },
@@ -336,7 +323,13 @@ type IntoFn = unsafe extern "C" fn(
 
 /// One random call through the C ABI and through the Rust API; the outputs must match
 /// bit for bit.
-fn compare_one<T: Element>(rng: &mut Rng, case: &Case, from: fn(f32) -> T, c_apply: ApplyFn, c_into: IntoFn) {
+fn compare_one<T: Element>(
+    rng: &mut TestRng,
+    case: &Case,
+    from: fn(f32) -> T,
+    c_apply: ApplyFn,
+    c_into: IntoFn,
+) {
     let rope = Rope::new(case.rust.clone()).unwrap();
     let (_storage, h) = init(&case.c);
     let hd = case.rust.head_dim;
@@ -423,7 +416,7 @@ fn compare_one<T: Element>(rng: &mut Rng, case: &Case, from: fn(f32) -> T, c_app
 
 #[test]
 fn abi_matches_the_rust_api_on_random_calls() {
-    let mut rng = Rng(0x5EED_1234_ABCD_0001);
+    let mut rng = rng(0x5EED_1234_ABCD_0001);
     for i in 0..cases(300, 30) {
         let case = random_case(&mut rng);
         match i % 3 {
@@ -436,7 +429,7 @@ fn abi_matches_the_rust_api_on_random_calls() {
 
 #[test]
 fn frequencies_match_the_rust_api_for_every_scaling() {
-    let mut rng = Rng(0xF00D_0000_0000_0002);
+    let mut rng = rng(0xF00D_0000_0000_0002);
     let mut kinds = [0u32; 9];
     for _ in 0..cases(400, 40) {
         let case = random_case(&mut rng);
@@ -467,7 +460,7 @@ fn frequencies_match_the_rust_api_for_every_scaling() {
 
 #[test]
 fn caller_inv_freq_table_is_used_verbatim() {
-    let mut rng = Rng(7);
+    let mut rng = rng(7);
     let mut case = random_case(&mut rng);
     let table: Vec<f32> = (0..case.rust.pairs()).map(|i| 0.5 / (i + 1) as f32).collect();
     (case.c.inv_freq, case.c.inv_freq_len) = (table.as_ptr(), table.len());
@@ -488,7 +481,7 @@ fn caller_inv_freq_table_is_used_verbatim() {
 
 #[test]
 fn handles_in_storage_and_on_the_heap() {
-    let mut rng = Rng(11);
+    let mut rng = rng(11);
     let case = random_case(&mut rng);
     let (mut storage, h) = init(&case.c);
     assert_eq!(h.cast::<u64>(), storage.as_mut_ptr());
@@ -649,17 +642,17 @@ fn raw_tensor(p: *mut u8, n: usize) -> rope_tensor {
 }
 
 /// A value from a pool of troublesome ones.
-fn nasty_usize(rng: &mut Rng) -> usize {
+fn nasty_usize(rng: &mut TestRng) -> usize {
     rng.pick(&[0, 1, 2, 3, 7, 64, 65, 127, 128, 1 << 20, usize::MAX / 8, usize::MAX / 2, usize::MAX])
 }
 
-fn nasty_f64(rng: &mut Rng) -> f64 {
+fn nasty_f64(rng: &mut TestRng) -> f64 {
     rng.pick(&[0.0, -1.0, 1.0, 0.5, 32.0, 1e300, f64::NAN, f64::INFINITY, -0.0, 1e-300])
 }
 
 #[test]
 fn hostile_input_never_panics_and_failing_calls_write_nothing() {
-    let mut rng = Rng(0xBAD_C0FF_EE00_0003);
+    let mut rng = rng(0xBAD_C0FF_EE00_0003);
     let arrays: Vec<f64> = (0..600).map(|i| 1.0 + i as f64).collect();
     for _ in 0..cases(3000, 40) {
         let mut case = random_case(&mut rng);
@@ -740,7 +733,7 @@ fn hostile_input_never_panics_and_failing_calls_write_nothing() {
         let mut freqs = [9.0f64; 300];
         // SAFETY: a buffer of the stated length at most.
         let s = unsafe {
-            rope_frequencies(h, rng.next(), freqs.as_mut_ptr(), rng.below(300) as usize, null_mut())
+            rope_frequencies(h, rng.next_u64(), freqs.as_mut_ptr(), rng.below(300) as usize, null_mut())
         };
         assert_ne!(s, ROPE_PANIC);
         if s != ROPE_OK {
@@ -831,7 +824,7 @@ fn mrope_and_vision_match_the_rust_api() {
     use rope_kernels::{MRope, MRopeApply, MRopeStyle, VisionApply, VisionRope};
     let (tokens, heads, hd) = (3usize, 2usize, 16usize);
     let ids = [[0u32, 5, 5], [0u32, 6, 7], [0u32, 9, 1 << 20]];
-    let mut rng = Rng(15);
+    let mut rng = rng(15);
     let x: Vec<f32> = (0..tokens * heads * hd).map(|_| rng.unit()).collect();
     let view = View::bshd(tokens, heads, hd);
     let mut cfg = core::mem::MaybeUninit::<rope_config>::uninit();
@@ -914,7 +907,7 @@ fn qk_norm_matches_the_rust_api() {
     cfg.rotary_dim = rd;
     let (_storage, h) = init(&cfg);
     let rope = Rope::new(RopeConfig::new(hd, 10_000.0).with_rotary_dim(rd)).unwrap();
-    let mut rng = Rng(0x0A4B_0015);
+    let mut rng = rng(0x0A4B_0015);
     let q0: Vec<f32> = (0..tokens * qh * hd).map(|_| rng.unit()).collect();
     let k0: Vec<f32> = (0..tokens * kh * hd).map(|_| rng.unit()).collect();
     let qw: Vec<f32> = (0..hd).map(|_| 1.0 + rng.unit() / 4.0).collect();

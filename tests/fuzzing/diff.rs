@@ -30,7 +30,7 @@ use rope_kernels::{
     RopeError, Scaling, View, YarnParams,
 };
 
-use super::elem::FuzzElem;
+use super::elem::TestElem as FuzzElem;
 use super::input::{Input, Seed, SplitMix};
 
 // ---------------------------------------------------------------------------------------

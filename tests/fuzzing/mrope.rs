@@ -22,11 +22,9 @@ use rope_kernels::{
 };
 
 use super::diff::{random_elem, Outcome};
-use super::elem::FuzzElem;
+use super::elem::{bits, TestElem};
 use super::input::{Input, SplitMix};
-
-/// Canary elements on each side of every buffer.
-const PAD: usize = 5;
+use super::padded::{padded_with, PAD};
 
 /// One multimodal fuzz case (see the module docs); fields are mapped into range by `%`.
 #[derive(Clone, Debug)]
@@ -95,10 +93,6 @@ struct Run<T> {
     table: (Vec<f32>, Vec<f32>),
 }
 
-fn bits<T: FuzzElem>(v: &[T]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits_u32()).collect()
-}
-
 /// Builds the case's object pinned to `tier`, or `None` for a configuration every tier
 /// rejects in the same way (checked by the caller against the scalar tier).
 fn build(c: &MRopeCase, tier: Tier) -> Result<Op, RopeError> {
@@ -136,7 +130,7 @@ fn pairs_of(op: &Op) -> (usize, usize, usize) {
 }
 
 /// Runs the case on every available tier; see the module docs for what is asserted.
-pub fn check<T: FuzzElem>(bytes: &[u8]) -> Outcome {
+pub fn check<T: TestElem>(bytes: &[u8]) -> Outcome {
     let c = MRopeCase::read(bytes);
     let scalar = build(&c, Tier::Scalar);
     let Ok(op0) = scalar else {
@@ -171,13 +165,8 @@ pub fn check<T: FuzzElem>(bytes: &[u8]) -> Outcome {
     ids[last].resize(n, 7);
     // Tensors: q (and k) BSHD in padded buffers, outputs likewise.
     let view = |heads| View::bshd(tokens, heads, hd);
-    let padded = |rng: &mut SplitMix, len: usize| -> Vec<T> {
-        let mut v = vec![T::from_bits(T::CANARY); len + 2 * PAD];
-        for x in &mut v[PAD..PAD + len] {
-            *x = random_elem(rng, c.specials);
-        }
-        v
-    };
+    let padded =
+        |rng: &mut SplitMix, len: usize| -> Vec<T> { padded_with(len, || random_elem(rng, c.specials)) };
     let mut bufs = vec![padded(&mut rng, tokens * qh * hd), padded(&mut rng, tokens * kh * hd)];
     if c.out_of_place {
         bufs.push(padded(&mut rng, tokens * qh * hd));
@@ -247,7 +236,7 @@ fn bits32(v: &[f32]) -> Vec<u32> {
 
 /// The call of the case on `op` over the padded buffers (`table`: `Some(None)` for a table
 /// the constructor refused, which the call then reports as `TableShape`).
-fn call<T: FuzzElem>(
+fn call<T: TestElem>(
     op: &Op,
     c: &MRopeCase,
     bufs: &mut [Vec<T>],
