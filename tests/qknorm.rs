@@ -12,6 +12,7 @@ use rope_kernels::{
     RopeError, Tier, View, WeightOffset,
 };
 use serde_json::Value;
+use support::elem::bits;
 use support::rng::{rng, TestRng};
 
 fn golden() -> Value {
@@ -105,10 +106,6 @@ fn oracle_norm<T: Element>(head: &mut [T], w: &[f32], eps: f32, form: &str) {
 
 fn rand_vec<T: Element>(rng: &mut TestRng, n: usize) -> Vec<T> {
     (0..n).map(|_| T::from_f32(rng.random_range(-4.0f32..4.0))).collect()
-}
-
-fn bits<T: Element>(v: &[T]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits_u32()).collect()
 }
 
 /// For the three forms, f32/f16/bf16, both layouts, partial rotary_dim, GQA, in place and out

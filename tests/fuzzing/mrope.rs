@@ -210,8 +210,8 @@ pub fn check<T: TestElem>(bytes: &[u8]) -> Outcome {
         for (i, (a, b)) in r.bufs.iter().zip(&first.bufs).enumerate() {
             assert_eq!(bits(a), bits(b), "{}: buffer {i} differs from {}", r.tier, first.tier);
         }
-        assert_eq!(bits32(&r.table.0), bits32(&first.table.0), "{}: table cos", r.tier);
-        assert_eq!(bits32(&r.table.1), bits32(&first.table.1), "{}: table sin", r.tier);
+        assert_eq!(bits(&r.table.0), bits(&first.table.0), "{}: table cos", r.tier);
+        assert_eq!(bits(&r.table.1), bits(&first.table.1), "{}: table sin", r.tier);
     }
     // Canaries always intact; on error nothing changed.
     for r in &runs {
@@ -228,10 +228,6 @@ pub fn check<T: TestElem>(bytes: &[u8]) -> Outcome {
         Ok(()) => Outcome::Rotated,
         Err(e) => Outcome::Rejected(e),
     }
-}
-
-fn bits32(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
 }
 
 /// The call of the case on `op` over the padded buffers (`table`: `Some(None)` for a table
@@ -440,9 +436,11 @@ fn index_reference(
             let dt = match step {
                 None => i128::from(f),
                 Some(s) => {
+                    // Any value past u32::MAX overflows alike; capped so that `base + dt`
+                    // cannot overflow i128 (a finite f32 past 2^127 saturates to i128::MAX).
                     let x = (f as f32 * s) * tps;
                     if x.is_finite() {
-                        x as i128
+                        (x as i128).min(i128::MAX / 4)
                     } else {
                         i128::MAX / 4
                     }

@@ -13,15 +13,12 @@ use rope_kernels::encodings::{
 };
 use rope_kernels::{bf16, f16, Element, Positions, RopeError};
 
+use crate::tests::support::elem::bits;
 use crate::tests::{cases, cstr, rng, Draw, TestRng};
 use crate::*;
 
 fn status_of<T>(r: &Result<T, RopeError>) -> rope_status {
     r.as_ref().map_or_else(|e| status::from_error(*e), |_| ROPE_OK)
-}
-
-fn bits<T: Element>(v: &[T]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits_u32()).collect()
 }
 
 /// Positions for `tokens` rows as the C struct and the Rust value (borrowing `ids`).
