@@ -371,8 +371,8 @@ fn check_layouts<T: TestElem>(seed: u64) {
     for_each_trial::<T>(seed, 32, scaled_config, |rng, t| {
         let (cfg, tier) = (&t.cfg, t.tier);
         let (hd, rd) = (cfg.head_dim, cfg.rotary_dim);
-        let hs = Rope::new(cfg.clone().with_layout(Layout::HalfSplit)).unwrap().with_tier(tier).unwrap();
-        let il = Rope::new(cfg.clone().with_layout(Layout::Interleaved)).unwrap().with_tier(tier).unwrap();
+        let hs = pinned(cfg.clone().with_layout(Layout::HalfSplit), tier);
+        let il = pinned(cfg.clone().with_layout(Layout::Interleaved), tier);
         let (tokens, heads) = (rng.random_range(1..5usize), rng.random_range(1..4usize));
         let limit = if rng.random() { u32::MAX } else { 64 };
         let p = positions(rng, tokens, limit);
