@@ -10,7 +10,6 @@
 mod common;
 
 use common::*;
-use rand::rngs::StdRng;
 use rand::RngExt;
 use rope_kernels::{
     bf16, f16, Apply, CosSinTable, Heads, HeadsMut, Layout, PreparedCall, Rope, RopeConfig, RopeError,
@@ -113,7 +112,7 @@ fn view(kind: u8, tokens: usize, heads: usize, hd: usize) -> View {
 }
 
 /// A buffer for `v` with 5 spare elements, random contents.
-fn buffer<T: TestElem>(rng: &mut StdRng, v: View, hd: usize) -> Vec<T> {
+fn buffer<T: TestElem>(rng: &mut TestRng, v: View, hd: usize) -> Vec<T> {
     let needed = v.validate(hd, usize::MAX, rope_kernels::Operand::Q).unwrap();
     random_vec(rng, needed + 5)
 }
@@ -233,7 +232,7 @@ struct Case {
 }
 
 impl Case {
-    fn random(rng: &mut StdRng, dynamic: bool) -> Case {
+    fn random(rng: &mut TestRng, dynamic: bool) -> Case {
         let pairs = [1usize, 3, 4, 8, 17][rng.random_range(0..5)];
         let rotary_dim = 2 * pairs;
         let head_dim = rotary_dim + [0, 0, 2, 5][rng.random_range(0..4)];
@@ -299,7 +298,7 @@ impl Case {
     }
 
     /// Random buffers for `mode`: q and k, then (out of place) q_out and k_out.
-    fn buffers<T: TestElem>(&self, rng: &mut StdRng, mode: Mode) -> Bufs<T> {
+    fn buffers<T: TestElem>(&self, rng: &mut TestRng, mode: Mode) -> Bufs<T> {
         let (v, hd) = (self.views(), self.rope.config().head_dim);
         let mut draw = |view: Option<View>| view.map_or(vec![], |v| buffer(rng, v, hd));
         let (q, k) = (draw(Some(v.q)), draw(v.k));
@@ -312,7 +311,7 @@ impl Case {
 
     /// In place and out of place: the prepared call driven `how` and (rayon) the parallel
     /// call give the bits of `apply_qk*`. `name` names the case in every message.
-    fn check<T: TestElem>(&self, rng: &mut StdRng, how: Drive, name: &str) {
+    fn check<T: TestElem>(&self, rng: &mut TestRng, how: Drive, name: &str) {
         let (v, opts) = (self.views(), self.opts());
         for mode in [Mode::InPlace, Mode::Into] {
             let bufs = self.buffers::<T>(rng, mode);

@@ -24,28 +24,19 @@
 mod common;
 
 use common::*;
-use rand::rngs::StdRng;
 use rand::RngExt;
-use rope_kernels::dispatch::{self, ALL_TIERS};
+use rope_kernels::dispatch;
 use rope_kernels::{
     bf16, f16, AngleMode, Apply, CosSinTable, Element, Heads, HeadsMut, Layout, LongRopeParams, Rope,
     RopeConfig, Scaling, Tier, View, YarnParams,
 };
-
-/// The available tiers; the others are printed as skipped.
-fn tiers() -> Vec<Tier> {
-    for t in ALL_TIERS.into_iter().filter(|t| !t.is_available()) {
-        eprintln!("skipping tier {t}: not available on this CPU or build");
-    }
-    dispatch::available_tiers().collect()
-}
 
 // ---------------------------------------------------------------------------------------
 // Random configurations.
 
 /// A random valid configuration. `scaled` allows every scaling method; otherwise only
 /// those with attention factor 1 and frequencies that do not depend on the call length.
-fn random_config(rng: &mut StdRng, scaled: bool) -> RopeConfig {
+fn random_config(rng: &mut TestRng, scaled: bool) -> RopeConfig {
     let head_dim = rng.random_range(2..=160usize);
     let pairs = match rng.random_range(0..4) {
         0 => head_dim / 2,
@@ -92,7 +83,7 @@ fn random_config(rng: &mut StdRng, scaled: bool) -> RopeConfig {
 }
 
 /// `n` positions (random, each below `limit`).
-fn positions(rng: &mut StdRng, n: usize, limit: u32) -> Vec<u32> {
+fn positions(rng: &mut TestRng, n: usize, limit: u32) -> Vec<u32> {
     (0..n).map(|_| random_position(rng) % limit.max(1)).collect()
 }
 
@@ -100,10 +91,10 @@ fn positions(rng: &mut StdRng, n: usize, limit: u32) -> Vec<u32> {
 // The trial driver: every property runs on random configurations, per tier.
 
 /// Draws the configuration of one trial.
-type Draw = fn(&mut StdRng) -> RopeConfig;
+type Draw = fn(&mut TestRng) -> RopeConfig;
 
 /// Any valid configuration, every scaling method included.
-fn scaled_config(rng: &mut StdRng) -> RopeConfig {
+fn scaled_config(rng: &mut TestRng) -> RopeConfig {
     random_config(rng, true)
 }
 
@@ -134,7 +125,7 @@ fn for_each_trial<T: TestElem>(
     seed: u64,
     count: usize,
     draw: Draw,
-    mut check: impl FnMut(&mut StdRng, &Trial) -> bool,
+    mut check: impl FnMut(&mut TestRng, &Trial) -> bool,
 ) {
     let mut rng = rng(seed);
     for tier in tiers() {
@@ -277,7 +268,7 @@ fn check_inverse<T: TestElem>(seed: u64) {
 
 /// Configurations where `R_a R_b = R_{a+b}` and `<R_m q, R_n k> = <R_{m-n} q, k>` hold:
 /// exact angles, attention factor 1, frequencies independent of the call.
-fn group_config(rng: &mut StdRng) -> RopeConfig {
+fn group_config(rng: &mut TestRng) -> RopeConfig {
     let mut cfg = random_config(rng, false);
     cfg.angle_mode = AngleMode::Exact;
     cfg
@@ -380,8 +371,8 @@ fn check_layouts<T: TestElem>(seed: u64) {
     for_each_trial::<T>(seed, 32, scaled_config, |rng, t| {
         let (cfg, tier) = (&t.cfg, t.tier);
         let (hd, rd) = (cfg.head_dim, cfg.rotary_dim);
-        let hs = Rope::new(cfg.clone().with_layout(Layout::HalfSplit)).unwrap().with_tier(tier).unwrap();
-        let il = Rope::new(cfg.clone().with_layout(Layout::Interleaved)).unwrap().with_tier(tier).unwrap();
+        let hs = pinned(cfg.clone().with_layout(Layout::HalfSplit), tier);
+        let il = pinned(cfg.clone().with_layout(Layout::Interleaved), tier);
         let (tokens, heads) = (rng.random_range(1..5usize), rng.random_range(1..4usize));
         let limit = if rng.random() { u32::MAX } else { 64 };
         let p = positions(rng, tokens, limit);
@@ -573,7 +564,7 @@ fn history_call(rope: &Rope, c: &Call) -> Vec<u32> {
     }
 }
 
-fn random_calls(rng: &mut StdRng, n: usize, tiers: &[Tier], n_cfg: usize) -> Vec<Call> {
+fn random_calls(rng: &mut TestRng, n: usize, tiers: &[Tier], n_cfg: usize) -> Vec<Call> {
     (0..n)
         .map(|_| {
             let long = rng.random();

@@ -7,11 +7,13 @@
 //! inputs, or blocks so small that `1 / d` overflows); those blocks are left out here and
 //! tested against the documented choices of `BlockQ8_0` instead.
 
-use rand::rngs::SmallRng;
-use rand::{RngExt, SeedableRng};
+mod support;
+
+use rand::RngExt;
 use rope_kernels::__bench::{convert_rows, ConvertRows};
-use rope_kernels::dispatch::ALL_TIERS;
 use rope_kernels::{f16, quantize_row_q8_0, BlockQ8_0, Layout, RopeError, Tier};
+use support::rng::{rng, TestRng};
+use support::tiers::tiers;
 
 /// ggml's `quantize_row_q8_0_ref`, transcribed: per block of 32,
 /// `amax = MAX(amax, fabsf(v))` (`MAX(a, b)` is `a > b ? a : b`), `d = amax / ((1 << 7) - 1)`,
@@ -53,7 +55,7 @@ const ROUNDS: usize = if cfg!(miri) { 2 } else { 40 };
 
 /// Random finite values, often exact ties: a block whose maximum is `127 * 2^e` has
 /// `d = 2^e`, `id = 2^-e`, so `(k + 0.5) * 2^e` lands on `k + 0.5` exactly.
-fn random_row(rng: &mut SmallRng, blocks: usize) -> Vec<f32> {
+fn random_row(rng: &mut TestRng, blocks: usize) -> Vec<f32> {
     let mut x = Vec::with_capacity(32 * blocks);
     for _ in 0..blocks {
         let e = rng.random_range(-20i32..=20);
@@ -73,13 +75,9 @@ fn random_row(rng: &mut SmallRng, blocks: usize) -> Vec<f32> {
     x
 }
 
-fn tiers() -> Vec<Tier> {
-    ALL_TIERS.into_iter().filter(|t| t.is_available()).collect()
-}
-
 #[test]
 fn quantize_row_equals_ggml_reference() {
-    let mut rng = SmallRng::seed_from_u64(8_0);
+    let mut rng = rng(8_0);
     for _ in 0..ROUNDS {
         let x = random_row(&mut rng, BLOCKS);
         assert!(ggml_defined(&x));
@@ -110,7 +108,7 @@ fn convert_pass(tier: Tier, x: &[f32], cos: &[f32], sin: &[f32], layout: Layout)
 
 #[test]
 fn convert_kernels_equal_ggml_reference() {
-    let mut rng = SmallRng::seed_from_u64(8_1);
+    let mut rng = rng(8_1);
     for tier in tiers() {
         for _ in 0..ROUNDS {
             let x = random_row(&mut rng, BLOCKS);

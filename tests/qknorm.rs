@@ -4,13 +4,16 @@
 
 use std::path::PathBuf;
 
-use rand::rngs::SmallRng;
-use rand::{RngExt, SeedableRng};
+mod support;
+
+use rand::RngExt;
 use rope_kernels::{
     bf16, f16, Apply, CosSinTable, Element, Heads, HeadsMut, Layout, Operand, QkNorm, Rope, RopeConfig,
     RopeError, Tier, View, WeightOffset,
 };
 use serde_json::Value;
+use support::elem::bits;
+use support::rng::{rng, TestRng};
 
 fn golden() -> Value {
     let path: PathBuf =
@@ -101,12 +104,8 @@ fn oracle_norm<T: Element>(head: &mut [T], w: &[f32], eps: f32, form: &str) {
     }
 }
 
-fn rand_vec<T: Element>(rng: &mut SmallRng, n: usize) -> Vec<T> {
+fn rand_vec<T: Element>(rng: &mut TestRng, n: usize) -> Vec<T> {
     (0..n).map(|_| T::from_f32(rng.random_range(-4.0f32..4.0))).collect()
-}
-
-fn bits<T: Element>(v: &[T]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits_u32()).collect()
 }
 
 /// For the three forms, f32/f16/bf16, both layouts, partial rotary_dim, GQA, in place and out
@@ -114,7 +113,7 @@ fn bits<T: Element>(v: &[T]) -> Vec<u32> {
 /// followed by `apply_qk` (Qwen3, Gemma) or `apply_qk` followed by `norm_qk` (Llama 4),
 /// bit for bit; and `norm_qk` equals the oracle above.
 fn reference_suite<T: Element>(seed: u64) {
-    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut rng = rng(seed);
     for case in 0..60 {
         let pairs = rng.random_range(1..=40);
         let rd = 2 * pairs;

@@ -190,7 +190,7 @@ fn norm_preserved() {
 
 /// Positions below 2^24 keep the f64 rounding of the angles (at most 2^-52 (m + n) inv_freq
 /// radians, ≤ 2^-27) below the f32 error; it is still added to the tolerance.
-fn small_position(rng: &mut rand::rngs::StdRng) -> u32 {
+fn small_position(rng: &mut TestRng) -> u32 {
     random_position(rng) % (1 << 24)
 }
 

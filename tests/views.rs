@@ -128,7 +128,7 @@ fn random_views_never_accept_overlap() {
 fn overflow_exactly_when_extent_does_not_fit() {
     let mut rng = common::rng(0xB2);
     let max = usize::MAX as u128;
-    let near = |rng: &mut rand::rngs::StdRng| -> usize {
+    let near = |rng: &mut common::TestRng| -> usize {
         match rng.random_range(0..4) {
             0 => rng.random_range(0..64),
             1 => usize::MAX / rng.random_range(1..8usize) - rng.random_range(0..64),

@@ -8,7 +8,7 @@
 # What runs: on s390x the lib unit tests, every integration test of the crate but two
 # (below), the C ABI's unit tests and the C program (capi/tests/c_program.rs) built with the
 # cross gcc and run under qemu, against the static and the shared library; on riscv64 the
-# lib unit tests and the tier suite (tests/tiers.rs). On both,
+# lib unit tests and the tier suite (tests/tiers/). On both,
 # workspace-tests/tests/cross_arch.rs checks output bits against hashes computed on x86-64, and asserts
 # which tiers the target has (scalar and portable only: NEON reads a bf16 pair as one
 # little-endian word and exists only on little-endian aarch64).

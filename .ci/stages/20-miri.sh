@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the tier suite (tests/tiers.rs, reduced sizes under cfg(miri)) and the lib unit tests
+# Runs the tier suite (tests/tiers/, reduced sizes under cfg(miri)) and the lib unit tests
 # under Miri, three times: the build baseline (the portable tier; scalar is every case's
 # oracle), with AVX2 + FMA + F16C enabled at compile time (the AVX2 tier), and with
 # AVX-512F (the AVX-512 tier; see below for +avx512bw). Under Miri, CPU detection reports exactly the

@@ -14,8 +14,9 @@ use rope_kernels::{
     Qkv, Rope, RopeConfig, Slots, View,
 };
 
-use crate::tests::{cases, Rng};
+use crate::tests::{cases, rng, Draw, TestRng};
 use crate::*;
+use rand::Rng as _;
 
 const HD: usize = 32;
 const HQ: usize = 2;
@@ -24,30 +25,30 @@ const HKV: usize = 1;
 /// An element type with its dtype tag.
 trait Tag: Copy + 'static {
     const TAG: rope_dtype;
-    fn random(rng: &mut Rng) -> Self;
+    fn random(rng: &mut TestRng) -> Self;
 }
 impl Tag for f32 {
     const TAG: rope_dtype = ROPE_DTYPE_F32;
-    fn random(rng: &mut Rng) -> Self {
+    fn random(rng: &mut TestRng) -> Self {
         rng.unit()
     }
 }
 impl Tag for f16 {
     const TAG: rope_dtype = ROPE_DTYPE_F16;
-    fn random(rng: &mut Rng) -> Self {
+    fn random(rng: &mut TestRng) -> Self {
         f16::from_f32(rng.unit())
     }
 }
 impl Tag for bf16 {
     const TAG: rope_dtype = ROPE_DTYPE_BF16;
-    fn random(rng: &mut Rng) -> Self {
+    fn random(rng: &mut TestRng) -> Self {
         bf16::from_f32(rng.unit())
     }
 }
 impl Tag for BlockQ8_0 {
     const TAG: rope_dtype = ROPE_DTYPE_Q8_0;
-    fn random(rng: &mut Rng) -> Self {
-        BlockQ8_0 { d: f16::from_bits(rng.next() as u16), qs: [rng.next() as i8; 32] }
+    fn random(rng: &mut TestRng) -> Self {
+        BlockQ8_0 { d: f16::from_bits(rng.next_u64() as u16), qs: [rng.next_u64() as i8; 32] }
     }
 }
 
@@ -75,7 +76,7 @@ struct Out<O> {
 }
 
 impl<O: Tag> Out<O> {
-    fn new(form: Form, tokens: usize, heads: usize, rng: &mut Rng) -> Self {
+    fn new(form: Form, tokens: usize, heads: usize, rng: &mut TestRng) -> Self {
         let hl = if O::TAG == ROPE_DTYPE_Q8_0 { HD / 32 } else { HD };
         let view = View::bshd(tokens, heads, hl);
         let layout = if rng.below(2) == 0 {
@@ -153,7 +154,7 @@ fn case<I: Element + Tag, Q: CacheElement + Tag, K: CacheElement + Tag, V: Cache
     rope: &Rope,
     handle: *const rope_t,
     forms: [Form; 3],
-    rng: &mut Rng,
+    rng: &mut TestRng,
 ) -> bool {
     let tokens = 1 + rng.below(3) as usize;
     let ragged = forms.contains(&Form::Paged) || rng.below(2) == 0;
@@ -281,15 +282,15 @@ fn handle(rope_cfg: &RopeConfig) -> (*mut rope_t, Rope) {
 #[test]
 fn layer_matches_the_rust_api() {
     let (h, rope) = handle(&RopeConfig::new(HD, 10_000.0));
-    let mut rng = Rng(0x1A7E_5017);
+    let mut rng = rng(0x1A7E_5017);
     use Form::*;
-    let pick = |rng: &mut Rng, in_place: bool| {
+    let pick = |rng: &mut TestRng, in_place: bool| {
         let all = [Skip, Tensor, Mapping, Paged, Positions, InPlace];
         all[rng.below(if in_place { 6 } else { 5 }) as usize]
     };
     let (mut ok, n) = (0, cases(24, 3));
     for _ in 0..n {
-        let f = |rng: &mut Rng| [pick(rng, false), pick(rng, false), pick(rng, false)];
+        let f = |rng: &mut TestRng| [pick(rng, false), pick(rng, false), pick(rng, false)];
         let [a, b, c] = f(&mut rng);
         ok += usize::from(case::<f32, f32, bf16, BlockQ8_0>(&rope, h, [a, b, c], &mut rng));
         ok +=

@@ -1,12 +1,19 @@
 //! Helpers shared by the integration tests: the f64 block-diagonal rotation matrix, the
-//! error bound of one kernel output, random inputs, and strided-row access.
+//! error bound of one kernel output, random inputs, and strided-row access; with the
+//! workspace's test support (`tests/support/`: element traits, tiers, generator).
 //!
 //! Each test file uses a subset, hence the `dead_code` allowance.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
+#[path = "../support/mod.rs"]
+pub mod support;
+
+use rand::RngExt;
 use rope_kernels::{bf16, f16, Element, Layout, Rope, View};
+
+pub use support::elem::{bits, TestElem};
+pub use support::rng::{rng, TestRng};
+pub use support::tiers::{pinned, tiers};
 
 /// Unit roundoff of f32, round to nearest: `2^-24`.
 pub const U_F32: f64 = 1.0 / 16_777_216.0;
@@ -27,59 +34,20 @@ pub const GAMMA_F32: f64 = 3.0 * U_F32 * (1.0 + 1.0 / 1_048_576.0);
 /// exact. Irrelevant for normal-range data, but keeps the bound honest.
 pub const ETA_F32: f64 = 2.0 * 1.401_298_464_324_817e-45;
 
-/// An element type plus the cost of rounding the kernel's f32 result to it.
-pub trait TestElem: Element {
-    /// Unit roundoff of storing an f32 value in this type (0 for f32: no second rounding).
-    const U: f64;
-    /// Half the smallest positive subnormal of this type (absolute error of a store near 0).
-    const ETA: f64;
-    /// Largest magnitude exponent used for random inputs (keeps f16 far from overflow).
-    const MAX_EXP: i32;
-    /// Name for messages.
-    const NAME: &'static str;
-}
-
-impl TestElem for f32 {
-    const U: f64 = 0.0;
-    const ETA: f64 = 0.0;
-    const MAX_EXP: i32 = 12;
-    const NAME: &'static str = "f32";
-}
-
-impl TestElem for f16 {
-    // binary16 has an 11-bit significand: u = 2^-11; smallest subnormal 2^-24.
-    const U: f64 = 1.0 / 2048.0;
-    const ETA: f64 = 1.0 / 33_554_432.0;
-    const MAX_EXP: i32 = 4;
-    const NAME: &'static str = "f16";
-}
-
-impl TestElem for bf16 {
-    // bfloat16 has an 8-bit significand: u = 2^-8; smallest subnormal 2^-133.
-    const U: f64 = 1.0 / 256.0;
-    const ETA: f64 = 4.591_774_807_899_561e-41; // 2^-134
-    const MAX_EXP: i32 = 12;
-    const NAME: &'static str = "bf16";
-}
-
-pub fn rng(seed: u64) -> StdRng {
-    StdRng::seed_from_u64(seed)
-}
-
 /// A random finite value `±[0, 1) * 2^e`, `|e| <= T::MAX_EXP`, rounded to `T`.
-pub fn random_value<T: TestElem>(rng: &mut StdRng) -> T {
+pub fn random_value<T: TestElem>(rng: &mut TestRng) -> T {
     let m: f32 = rng.random_range(-1.0f32..1.0);
     let e = rng.random_range(-T::MAX_EXP..=T::MAX_EXP);
     T::from_f32(m * 2f32.powi(e))
 }
 
-pub fn random_vec<T: TestElem>(rng: &mut StdRng, n: usize) -> Vec<T> {
+pub fn random_vec<T: TestElem>(rng: &mut TestRng, n: usize) -> Vec<T> {
     (0..n).map(|_| random_value::<T>(rng)).collect()
 }
 
 /// A position drawn from small, medium, full-range and near-`u32::MAX` values, so that the
 /// f64 angle path is exercised where an f32 angle would be badly wrong.
-pub fn random_position(rng: &mut StdRng) -> u32 {
+pub fn random_position(rng: &mut TestRng) -> u32 {
     match rng.random_range(0..5) {
         0 => rng.random_range(0..16),
         1 => rng.random_range(0..4096),
@@ -200,10 +168,6 @@ pub fn to_f64<T: Element>(v: &[T]) -> Vec<f64> {
     v.iter().map(|x| f64::from(x.to_f32())).collect()
 }
 
-pub fn bits<T: Element>(v: &[T]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits_u32()).collect()
-}
-
 /// Offset of row `(t, h)` in a buffer described by `view`.
 pub fn row_offset(view: &View, t: usize, h: usize) -> usize {
     t * view.token_stride + h * view.head_stride
@@ -231,35 +195,22 @@ pub fn nan_payloads<T: TestElem>() -> Vec<T> {
         rope_kernels::DType::F16 => [0x7D01, 0xFE55, 0x7C01, 0x7FFF],
         rope_kernels::DType::BF16 => [0x7FA1, 0xFFC5, 0x7F81, 0x7FFF],
     };
-    pats.iter().map(|&b| from_bits::<T>(b)).collect()
+    pats.iter().map(|&b| T::from_bits(b)).collect()
 }
+
+/// The canonical quiet NaNs documented in `element.rs`, written out (not read from the crate).
+pub const CANONICAL_NAN_F32: u32 = <f32 as TestElem>::CANONICAL_NAN;
+pub const CANONICAL_NAN_F16: u16 = <f16 as TestElem>::CANONICAL_NAN as u16;
+pub const CANONICAL_NAN_BF16: u16 = <bf16 as TestElem>::CANONICAL_NAN as u16;
 
 /// The bits of `v` rounded once to `T` (nearest, ties to even; NaN to the canonical NaN of
 /// the type), computed with the `half` crate directly rather than through the crate's
-/// `Element::from_f32`, so a wrong conversion in the crate cannot also be the expectation.
-/// The canonical quiet NaNs documented in `element.rs`, written out (not read from the crate).
-pub const CANONICAL_NAN_F32: u32 = 0x7FC0_0000;
-pub const CANONICAL_NAN_F16: u16 = 0x7E00;
-pub const CANONICAL_NAN_BF16: u16 = 0x7FC0;
-
-pub fn round_bits<T: Element>(v: f32) -> u32 {
-    use rope_kernels::DType;
-    match (T::DTYPE, v.is_nan()) {
-        (DType::F32, true) => CANONICAL_NAN_F32,
-        (DType::F32, false) => v.to_bits(),
-        (DType::F16, true) => u32::from(CANONICAL_NAN_F16),
-        (DType::F16, false) => u32::from(f16::from_f32(v).to_bits()),
-        (DType::BF16, true) => u32::from(CANONICAL_NAN_BF16),
-        (DType::BF16, false) => u32::from(bf16::from_f32(v).to_bits()),
-    }
+/// `Element::from_f32` ([`TestElem::round`]).
+pub fn round_bits<T: TestElem>(v: f32) -> u32 {
+    T::round(v)
 }
 
-pub fn from_bits<T: Element>(b: u32) -> T {
-    // Reinterpret through the concrete types; `Element` has no `from_bits`.
-    let any: Box<dyn core::any::Any> = match T::DTYPE {
-        rope_kernels::DType::F32 => Box::new(f32::from_bits(b)),
-        rope_kernels::DType::F16 => Box::new(f16::from_bits(b as u16)),
-        rope_kernels::DType::BF16 => Box::new(bf16::from_bits(b as u16)),
-    };
-    *any.downcast::<T>().expect("DTYPE matches the type")
+/// The element with bits `b`.
+pub fn from_bits<T: TestElem>(b: u32) -> T {
+    T::from_bits(b)
 }

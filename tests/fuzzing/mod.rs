@@ -13,7 +13,12 @@ pub mod capi;
 pub mod config_json;
 pub mod corpus;
 pub mod diff;
+/// The element trait of every test (`tests/support/elem.rs`, no `rand`).
+#[path = "../support/elem.rs"]
 pub mod elem;
 pub mod frequencies;
 pub mod input;
 pub mod mrope;
+/// Canary-padded buffers (`tests/support/padded.rs`).
+#[path = "../support/padded.rs"]
+pub mod padded;

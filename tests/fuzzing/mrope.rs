@@ -22,11 +22,9 @@ use rope_kernels::{
 };
 
 use super::diff::{random_elem, Outcome};
-use super::elem::FuzzElem;
+use super::elem::{bits, TestElem};
 use super::input::{Input, SplitMix};
-
-/// Canary elements on each side of every buffer.
-const PAD: usize = 5;
+use super::padded::{padded_with, PAD};
 
 /// One multimodal fuzz case (see the module docs); fields are mapped into range by `%`.
 #[derive(Clone, Debug)]
@@ -95,10 +93,6 @@ struct Run<T> {
     table: (Vec<f32>, Vec<f32>),
 }
 
-fn bits<T: FuzzElem>(v: &[T]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits_u32()).collect()
-}
-
 /// Builds the case's object pinned to `tier`, or `None` for a configuration every tier
 /// rejects in the same way (checked by the caller against the scalar tier).
 fn build(c: &MRopeCase, tier: Tier) -> Result<Op, RopeError> {
@@ -136,7 +130,7 @@ fn pairs_of(op: &Op) -> (usize, usize, usize) {
 }
 
 /// Runs the case on every available tier; see the module docs for what is asserted.
-pub fn check<T: FuzzElem>(bytes: &[u8]) -> Outcome {
+pub fn check<T: TestElem>(bytes: &[u8]) -> Outcome {
     let c = MRopeCase::read(bytes);
     let scalar = build(&c, Tier::Scalar);
     let Ok(op0) = scalar else {
@@ -171,13 +165,8 @@ pub fn check<T: FuzzElem>(bytes: &[u8]) -> Outcome {
     ids[last].resize(n, 7);
     // Tensors: q (and k) BSHD in padded buffers, outputs likewise.
     let view = |heads| View::bshd(tokens, heads, hd);
-    let padded = |rng: &mut SplitMix, len: usize| -> Vec<T> {
-        let mut v = vec![T::from_bits(T::CANARY); len + 2 * PAD];
-        for x in &mut v[PAD..PAD + len] {
-            *x = random_elem(rng, c.specials);
-        }
-        v
-    };
+    let padded =
+        |rng: &mut SplitMix, len: usize| -> Vec<T> { padded_with(len, || random_elem(rng, c.specials)) };
     let mut bufs = vec![padded(&mut rng, tokens * qh * hd), padded(&mut rng, tokens * kh * hd)];
     if c.out_of_place {
         bufs.push(padded(&mut rng, tokens * qh * hd));
@@ -221,8 +210,8 @@ pub fn check<T: FuzzElem>(bytes: &[u8]) -> Outcome {
         for (i, (a, b)) in r.bufs.iter().zip(&first.bufs).enumerate() {
             assert_eq!(bits(a), bits(b), "{}: buffer {i} differs from {}", r.tier, first.tier);
         }
-        assert_eq!(bits32(&r.table.0), bits32(&first.table.0), "{}: table cos", r.tier);
-        assert_eq!(bits32(&r.table.1), bits32(&first.table.1), "{}: table sin", r.tier);
+        assert_eq!(bits(&r.table.0), bits(&first.table.0), "{}: table cos", r.tier);
+        assert_eq!(bits(&r.table.1), bits(&first.table.1), "{}: table sin", r.tier);
     }
     // Canaries always intact; on error nothing changed.
     for r in &runs {
@@ -241,13 +230,9 @@ pub fn check<T: FuzzElem>(bytes: &[u8]) -> Outcome {
     }
 }
 
-fn bits32(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
 /// The call of the case on `op` over the padded buffers (`table`: `Some(None)` for a table
 /// the constructor refused, which the call then reports as `TableShape`).
-fn call<T: FuzzElem>(
+fn call<T: TestElem>(
     op: &Op,
     c: &MRopeCase,
     bufs: &mut [Vec<T>],
@@ -451,9 +436,11 @@ fn index_reference(
             let dt = match step {
                 None => i128::from(f),
                 Some(s) => {
+                    // Any value past u32::MAX overflows alike; capped so that `base + dt`
+                    // cannot overflow i128 (a finite f32 past 2^127 saturates to i128::MAX).
                     let x = (f as f32 * s) * tps;
                     if x.is_finite() {
-                        x as i128
+                        (x as i128).min(i128::MAX / 4)
                     } else {
                         i128::MAX / 4
                     }

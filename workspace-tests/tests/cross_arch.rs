@@ -2,7 +2,7 @@
 //! and the C ABI, and the output bits of each part are hashed to a constant computed on
 //! x86-64 and checked in here; every target must reproduce them: x86-64 and aarch64
 //! natively or under qemu-user (`.ci/stages/10-aarch64.sh`), big-endian s390x and riscv64
-//! under qemu-user (`.ci/stages/15-foreign-arch.sh`). `tests/tiers.rs` compares the tiers
+//! under qemu-user (`.ci/stages/15-foreign-arch.sh`). `tests/tiers/` compares the tiers
 //! of one machine with each other; this file compares machines.
 //!
 //! The hash is FNV-1a (64 bits) over each value's bits in little-endian byte order, so it

@@ -13,20 +13,17 @@ use rope_kernels::encodings::{
 };
 use rope_kernels::{bf16, f16, Element, Positions, RopeError};
 
-use crate::tests::{cases, cstr, Rng};
+use crate::tests::support::elem::bits;
+use crate::tests::{cases, cstr, rng, Draw, TestRng};
 use crate::*;
 
 fn status_of<T>(r: &Result<T, RopeError>) -> rope_status {
     r.as_ref().map_or_else(|e| status::from_error(*e), |_| ROPE_OK)
 }
 
-fn bits<T: Element>(v: &[T]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits_u32()).collect()
-}
-
 /// Positions for `tokens` rows as the C struct and the Rust value (borrowing `ids`).
 fn positions_for<'a>(
-    rng: &mut Rng,
+    rng: &mut TestRng,
     tokens: usize,
     ids: &'a mut Vec<u32>,
     pool: &[u32],
@@ -55,7 +52,7 @@ fn positions_for<'a>(
 
 /// `(tokens, row_stride, x_len)` for rows of `dim`: usually fitting, sometimes a stride
 /// below `dim` or a buffer one element short.
-fn rows_for(rng: &mut Rng, dim: usize) -> (usize, usize, usize) {
+fn rows_for(rng: &mut TestRng, dim: usize) -> (usize, usize, usize) {
     let tokens = rng.below(5) as usize;
     let row_stride = match rng.below(8) {
         0 => dim.saturating_sub(1),
@@ -69,7 +66,7 @@ fn rows_for(rng: &mut Rng, dim: usize) -> (usize, usize, usize) {
 type SinAdd<C> =
     unsafe extern "C" fn(usize, u32, f64, *mut C, usize, usize, usize, *const rope_positions) -> rope_status;
 
-fn sinusoidal_case<T: Element, C>(rng: &mut Rng, from: fn(f32) -> T, c_add: SinAdd<C>) -> rope_status {
+fn sinusoidal_case<T: Element, C>(rng: &mut TestRng, from: fn(f32) -> T, c_add: SinAdd<C>) -> rope_status {
     let dim = rng.pick(&[1usize, 2, 3, 5, 8, 64, 65, 77, 130]);
     let layout = rng.pick(&[ROPE_SINUSOIDAL_INTERLEAVED, ROPE_SINUSOIDAL_CONCATENATED]);
     let rust_layout = if layout == ROPE_SINUSOIDAL_INTERLEAVED {
@@ -117,7 +114,7 @@ type LearnedAdd<CP, CX> = unsafe extern "C" fn(
 ) -> rope_status;
 
 fn learned_case<T: Element, P: LearnedElement<T>, CP, CX>(
-    rng: &mut Rng,
+    rng: &mut TestRng,
     from_t: fn(f32) -> T,
     from_p: fn(f32) -> P,
     c_add: LearnedAdd<CP, CX>,
@@ -144,7 +141,7 @@ fn learned_case<T: Element, P: LearnedElement<T>, CP, CX>(
 
 /// A random scheme (including bad parameters and unknown kinds) as the C struct and, for
 /// known kinds, the Rust value.
-fn random_relative(rng: &mut Rng) -> (rope_relative, Option<RelativePositions>) {
+fn random_relative(rng: &mut TestRng) -> (rope_relative, Option<RelativePositions>) {
     let c = rope_relative {
         struct_size: size_of::<rope_relative>(),
         kind: rng.below(7) as u32,
@@ -174,7 +171,7 @@ fn random_relative(rng: &mut Rng) -> (rope_relative, Option<RelativePositions>) 
     (c, r)
 }
 
-fn random_grid(rng: &mut Rng) -> (rope_relative_grid, RelativeGrid) {
+fn random_grid(rng: &mut TestRng) -> (rope_relative_grid, RelativeGrid) {
     let offsets = [0u32, 3, 1000, u32::MAX - 4, u32::MAX];
     let c = rope_relative_grid {
         query_len: rng.below(6) as usize,
@@ -186,7 +183,7 @@ fn random_grid(rng: &mut Rng) -> (rope_relative_grid, RelativeGrid) {
     (c, r)
 }
 
-fn relative_case(rng: &mut Rng) -> rope_status {
+fn relative_case(rng: &mut TestRng) -> rope_status {
     let (params, rust) = random_relative(rng);
     let (cg, rg) = random_grid(rng);
     let len = (cg.query_len * cg.key_len).saturating_sub(usize::from(rng.below(8) == 0));
@@ -215,7 +212,7 @@ fn relative_case(rng: &mut Rng) -> rope_status {
     s
 }
 
-fn scalar_bucket_case(rng: &mut Rng) {
+fn scalar_bucket_case(rng: &mut TestRng) {
     let rel = rng.pick(&[
         i64::MIN,
         -(1 << 40),
@@ -254,7 +251,7 @@ fn scalar_bucket_case(rng: &mut Rng) {
     assert_eq!((s, d), (status_of(&r), r.unwrap_or(-99)), "deberta {rel} {bs} {mp}");
 }
 
-fn alibi_case(rng: &mut Rng) -> rope_status {
+fn alibi_case(rng: &mut TestRng) -> rope_status {
     let heads = rng.below(14) as usize;
     let (mut c, mut r) = (vec![-1.0f32; heads], vec![-1.0f32; heads]);
     // SAFETY: a buffer of `heads` floats.
@@ -297,7 +294,7 @@ fn alibi_case(rng: &mut Rng) -> rope_status {
 
 #[test]
 fn encodings_match_the_rust_api_on_random_calls() {
-    let mut rng = Rng(0xE4C0_D105_0000_0008);
+    let mut rng = rng(0xE4C0_D105_0000_0008);
     // Statuses seen per function family: each must have succeeded and failed.
     let mut seen = [[false; 80]; 4];
     for i in 0..cases(2400, 90) {
@@ -320,7 +317,7 @@ fn encodings_match_the_rust_api_on_random_calls() {
     }
 }
 
-fn learned(rng: &mut Rng, i: usize) -> rope_status {
+fn learned(rng: &mut TestRng, i: usize) -> rope_status {
     let (f16f, bf16f, id) = (f16::from_f32, bf16::from_f32, |v| v);
     match i % 5 {
         0 => learned_case::<f32, f32, f32, f32>(rng, id, id, rope_learned_add_f32),
@@ -372,7 +369,7 @@ fn issue_8_reference_values_through_the_abi() {
 /// from one raw pointer per buffer, as a C caller's would. Reborrowing the buffer as
 /// `&mut` for each pointer would invalidate the ones made before it (Stacked Borrows), so
 /// the library's reads through them would be undefined behaviour under Miri.
-fn nasty_buf<T>(rng: &mut Rng, (base, words): (*mut u64, usize)) -> (*mut T, usize) {
+fn nasty_buf<T>(rng: &mut TestRng, (base, words): (*mut u64, usize)) -> (*mut T, usize) {
     let bytes = words * 8;
     let off = match rng.below(8) {
         0 => return (null_mut(), rng.pick(&[0, 1, 5])),
@@ -384,17 +381,17 @@ fn nasty_buf<T>(rng: &mut Rng, (base, words): (*mut u64, usize)) -> (*mut T, usi
     (base.cast::<u8>().wrapping_add(off).cast(), len)
 }
 
-fn nasty_usize(rng: &mut Rng) -> usize {
+fn nasty_usize(rng: &mut TestRng) -> usize {
     rng.pick(&[0, 1, 2, 3, 7, 16, 64, 65, 1 << 20, usize::MAX / 8, usize::MAX / 2, usize::MAX])
 }
 
-fn nasty_f64(rng: &mut Rng) -> f64 {
+fn nasty_f64(rng: &mut TestRng) -> f64 {
     rng.pick(&[10_000.0, 1.0, 0.5, 0.0, -1.0, 1e300, f64::NAN, f64::INFINITY, -0.0, 1e-300])
 }
 
 #[test]
 fn hostile_encoding_input_never_panics_and_failing_calls_write_nothing() {
-    let mut rng = Rng(0xBAD_E4C0_D105_0009);
+    let mut rng = rng(0xBAD_E4C0_D105_0009);
     // [failed, succeeded] per call: both must occur.
     let mut outcomes = [[0u32; 2]; 16];
     for i in 0..cases(6400, 320) {

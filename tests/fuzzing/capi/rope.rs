@@ -12,7 +12,7 @@ use rope_kernels::{
 use rope_kernels_capi::{self as c, rope_status};
 
 use super::super::diff::{extent, random_elem};
-use super::super::elem::FuzzElem;
+use super::super::elem::TestElem;
 use super::super::input::{Input, Seed, SplitMix};
 use super::config::{Config, Handle};
 use super::fields::{count, raw, struct_size, EnumRaw, Field, StartRaw, U64Raw};
@@ -223,7 +223,7 @@ pub type ApplyIntoFn = unsafe extern "C" fn(
 ) -> rope_status;
 
 /// An element type of the C entry points, with its storage type and apply functions.
-pub trait CElem: FuzzElem + Plain {
+pub trait CElem: TestElem + Plain {
     /// The C storage type (`float`, `uint16_t`).
     type C: Plain;
     const APPLY: ApplyFn;
