@@ -51,8 +51,9 @@ echo "=== foreign-arch: tools ready; $((SECONDS - start)) s"
 
 # Every integration test of the crate except those named above.
 tests=()
-for f in tests/*.rs; do
-    name=$(basename "$f" .rs)
+# (a test is tests/NAME.rs or tests/NAME/main.rs, as cargo finds them)
+for f in tests/*.rs tests/*/main.rs; do
+    name=$(basename "${f%/main.rs}" .rs)
     case $name in unsafe_audit) ;; *) tests+=(--test "$name") ;; esac
 done
 

@@ -70,7 +70,7 @@ mod tests {
     use super::*;
     use crate::element::{CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
 
-    /// Every tier's table: the checks below hold for each (the tier suite in tests/tiers.rs
+    /// Every tier's table: the checks below hold for each (the tier suite in tests/tiers/
     /// compares the tiers with the oracle on random rows).
     fn tables() -> impl Iterator<Item = &'static Kernels> {
         dispatch::available_tiers().map(|t| kernels(Some(t)))
