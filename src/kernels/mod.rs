@@ -359,10 +359,10 @@ macro_rules! tier_boundary {
         $crate::kernels::tier_boundary!(@items $f; $($rest)*);
     };
     (@ops [$($attr:tt)*] $token:expr) => {
+        $($attr)*
         /// # Safety
         /// The contract of [`ConvertFn`]($crate::kernels::ConvertFn) (which includes this
         /// tier's features).
-        $($attr)*
         pub(crate) unsafe fn convert<
             I: $crate::kernels::generic::SimdElement,
             O: $crate::kernels::generic::convert::ConvertOut,
@@ -374,20 +374,20 @@ macro_rules! tier_boundary {
             unsafe { $crate::kernels::generic::convert::convert($token, a) }
         }
 
+        $($attr)*
         /// # Safety
         /// The contract of [`ScaleFn`]($crate::kernels::ScaleFn) (which includes this tier's
         /// features).
         #[cfg(feature = "bench-internals")]
-        $($attr)*
         pub(crate) unsafe fn scale<T: $crate::kernels::generic::SimdElement>(x: *mut T, len: usize, c: f32) {
             // SAFETY: as in `convert`.
             unsafe { $crate::kernels::generic::scale($token, x, len, c) }
         }
 
+        $($attr)*
         /// # Safety
         /// The contract of [`NormFn`]($crate::kernels::generic::qknorm::NormFn) (which
         /// includes this tier's features).
-        $($attr)*
         pub(crate) unsafe fn norm_heads<T: $crate::kernels::generic::SimdElement>(
             a: &$crate::kernels::generic::qknorm::NormArgs<'_, T>,
         ) {
@@ -395,10 +395,10 @@ macro_rules! tier_boundary {
             unsafe { $crate::kernels::generic::qknorm::norm_heads($token, a) }
         }
 
+        $($attr)*
         /// # Safety
         /// The contract of [`NormRopeFn`]($crate::kernels::generic::qknorm::NormRopeFn)
         /// (which includes this tier's features).
-        $($attr)*
         pub(crate) unsafe fn norm_rope_heads<T: $crate::kernels::generic::SimdElement>(
             a: &$crate::kernels::generic::qknorm::NormRopeArgs<'_, T>,
         ) -> bool {
@@ -406,10 +406,10 @@ macro_rules! tier_boundary {
             unsafe { $crate::kernels::generic::qknorm::norm_rope_heads($token, a) }
         }
 
+        $($attr)*
         /// # Safety
         /// The contract of [`AddRowFn`]($crate::kernels::AddRowFn) (which includes this
         /// tier's features).
-        $($attr)*
         pub(crate) unsafe fn add_row<
             T: $crate::kernels::generic::SimdElement,
             P: $crate::kernels::generic::SimdElement,
@@ -422,10 +422,10 @@ macro_rules! tier_boundary {
             unsafe { $crate::kernels::generic::rows::add_row($token, x, pe, n) }
         }
 
+        $($attr)*
         /// # Safety
         /// The contract of [`AlibiRowFn`]($crate::kernels::AlibiRowFn) (which includes this
         /// tier's features).
-        $($attr)*
         pub(crate) unsafe fn alibi_row(row: *mut f32, n: usize, slope: f32, first_distance: i64, symmetric: bool) {
             // SAFETY: as in `convert`.
             unsafe { $crate::kernels::generic::rows::alibi_row($token, row, n, slope, first_distance, symmetric) }
