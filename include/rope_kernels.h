@@ -807,8 +807,10 @@ typedef uint32_t rope_tier;
 /**
  * ggml's `block_q8_0` (ggml-common.h): 32 values `qs[j] * d`, `d` an IEEE binary16 scale
  * (`uint16_t` bit pattern). 34 bytes, 2-byte aligned. Written as ggml's
- * `quantize_row_q8_0_ref` (ggml-quants.c) writes it: `d = max|x| / 127`,
- * `qs[j] = roundf(x[j] / d)` (half away from zero), `d` rounded to nearest-even.
+ * `quantize_row_q8_0_ref` (ggml-quants.c) writes it, in `float`: `d = max|x| / 127`,
+ * `id = d != 0 ? 1 / d : 0`, `qs[j] = roundf(x[j] * id)` (half away from zero; a product
+ * with the reciprocal, which rounds some values differently from `x[j] / d`), then `d`
+ * stored rounded to nearest-even.
  */
 typedef struct rope_block_q8_0 {
     /**

@@ -966,6 +966,56 @@ fn zero_head_v_tensor_huge_token_stride() {
     assert_eq!(keys(&out), keys(&[<f32 as Out>::canary(); 4]));
 }
 
+/// A k set of 0 heads into a paged cache whose layout no buffer bounds (it touches no
+/// element): a block-table slot `block * block_size + position % block_size` past
+/// `usize::MAX` is `SlotOutOfRange` (not an overflow panic in a debug build, nor a wrapped
+/// slot in a release one), nothing written; a slot that fits is an `Ok` call that rotates q
+/// alone.
+#[test]
+fn zero_head_k_block_table_slot_past_usize() {
+    let half = 1usize << (usize::BITS - 2);
+    // 8 blocks of 2^(bits - 2) slots: `slots()` saturates at `usize::MAX`.
+    let layout =
+        CacheLayout { num_blocks: 8, block_size: half, block_stride: 0, slot_stride: 0, head_stride: 0 };
+    let k = HeadSet { offset: 0, heads: 0, token_stride: 64, head_stride: 64 };
+    let call = |block: u32, qkv: &mut [f32], cache: &mut [f32]| {
+        let rope = Rope::new(RopeConfig::new(64, 10_000.0)).unwrap();
+        let q = HeadSet { offset: 0, heads: 1, token_stride: 64, head_stride: 64 };
+        let table = [block];
+        rope.apply_layer(
+            Qkv::new(qkv, 1, [q, k, HeadSet::default()]),
+            Dest::<f32>::InPlace,
+            Dest::Cache {
+                data: cache,
+                layout,
+                slots: Slots::BlockTable { block_table: &table, blocks_per_seq: 1 },
+            },
+            Dest::<f32>::Skip,
+            &LayerApply::batch(Batch::Single(Positions::Start(5))),
+        )
+    };
+    let fresh = || -> Vec<f32> { (0..64).map(|i| (i % 17) as f32 * 0.1 - 0.8).collect() };
+    let canaries = vec![<f32 as Out>::canary(); 4];
+    for block in [4u32, 7] {
+        // 4 * 2^(bits - 2) + 5 = 2^bits + 5: past `usize::MAX` (and past `i64::MAX`).
+        let (mut qkv, mut cache) = (fresh(), canaries.clone());
+        let want =
+            RopeError::SlotOutOfRange { operand: Operand::KOut, token: 0, slot: i64::MAX, slots: usize::MAX };
+        assert_eq!(call(block, &mut qkv, &mut cache), Err(want), "block {block}");
+        assert_eq!(in_bits(&qkv), in_bits(&fresh()), "qkv written, block {block}");
+        assert_eq!(keys(&cache), keys(&canaries), "cache written, block {block}");
+    }
+    // 3 * 2^(bits - 2) + 5 fits: the call runs (q rotated, the 0-head k writes nothing).
+    let (mut qkv, mut cache) = (fresh(), canaries.clone());
+    call(3, &mut qkv, &mut cache).unwrap();
+    let mut want = fresh();
+    let rope = Rope::new(RopeConfig::new(64, 10_000.0)).unwrap();
+    let q = HeadSet { offset: 0, heads: 1, token_stride: 64, head_stride: 64 };
+    rope.apply_head_sets(&mut want, 1, q, None, &Apply::start(5)).unwrap();
+    assert_eq!(in_bits(&qkv), in_bits(&want));
+    assert_eq!(keys(&cache), keys(&canaries));
+}
+
 /// `Dest::InPlace` of another type than the buffer's is refused for v too (as C's
 /// `ROPE_DEST_IN_PLACE`), though v in place writes nothing; of the same type it is a no-op.
 #[test]

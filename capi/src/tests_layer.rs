@@ -448,3 +448,103 @@ fn layer_refusals_write_nothing() {
     // SAFETY: made by rope_new, not used after.
     assert_eq!(unsafe { rope_free(h) }, ROPE_OK);
 }
+
+/// A k set of 0 heads into a paged cache whose layout no buffer bounds: a block-table slot
+/// `block * block_size + position % block_size` past `SIZE_MAX` is
+/// `ROPE_SLOT_OUT_OF_RANGE` (in a debug build too: not an overflow caught as `ROPE_PANIC`),
+/// nothing written; a slot that fits is `ROPE_OK`, q alone rotated.
+#[test]
+fn layer_zero_head_block_table_slot_past_size_max() {
+    let (h, _) = handle(&RopeConfig::new(HD, 10_000.0));
+    let [qs, ..] = HeadSet::qkv_rows(HQ, HKV, HD);
+    let zero = rope_head_set { offset: 0, heads: 0, token_stride: 0, head_stride: 0 };
+    let set = rope_head_set {
+        offset: qs.offset,
+        heads: qs.heads,
+        token_stride: qs.token_stride,
+        head_stride: qs.head_stride,
+    };
+    let fresh = || -> Vec<f32> { (0..qs.token_stride).map(|i| (i % 13) as f32 * 0.125 - 0.75).collect() };
+    let mut kc = vec![f32::from_bits(0xDEAD_BEEF); 4];
+    let canaries = bytes(&kc);
+    // 8 blocks of 2^(bits - 2) slots: the slot count saturates at `SIZE_MAX`.
+    let cache = rope_cache_layout {
+        num_blocks: 8,
+        block_size: 1 << (usize::BITS - 2),
+        block_stride: 0,
+        slot_stride: 0,
+        head_stride: 0,
+    };
+    let none = rope_dest {
+        kind: ROPE_DEST_SKIP,
+        dtype: ROPE_DTYPE_F32,
+        data: null_mut(),
+        len: 0,
+        view: rope_view { tokens: 0, heads: 0, token_stride: 0, head_stride: 0 },
+        cache,
+        slots: ROPE_SLOTS_MAPPING,
+        slot_mapping: null(),
+        slot_mapping_len: 0,
+        block_table: null(),
+        block_table_len: 0,
+        blocks_per_seq: 0,
+    };
+    let run = |block: u32, qkv: &mut [f32], kc: &mut [f32], k_on: bool| {
+        let table = [block];
+        let args = rope_layer_args {
+            struct_size: size_of::<rope_layer_args>(),
+            qkv_dtype: ROPE_DTYPE_F32,
+            qkv: qkv.as_mut_ptr().cast(),
+            qkv_len: qkv.len(),
+            tokens: 1,
+            q_set: set,
+            k_set: zero,
+            v_set: zero,
+            q: rope_dest { kind: ROPE_DEST_IN_PLACE, ..none },
+            k: rope_dest {
+                kind: if k_on { ROPE_DEST_CACHE } else { ROPE_DEST_SKIP },
+                data: kc.as_mut_ptr().cast(),
+                len: kc.len(),
+                slots: ROPE_SLOTS_BLOCK_TABLE,
+                block_table: table.as_ptr(),
+                block_table_len: 1,
+                blocks_per_seq: 1,
+                ..none
+            },
+            v: none,
+            batch: ROPE_BATCH_SINGLE,
+            position_mode: ROPE_POSITIONS_START,
+            start: 5,
+            position_ids: null(),
+            position_ids_len: 0,
+            indptr: null(),
+            indptr_len: 0,
+            seq_start: null(),
+            seq_start_len: 0,
+            cos_sin: ROPE_COS_SIN_ON_THE_FLY,
+            cos: null(),
+            sin: null(),
+            table_len: 0,
+            direction: ROPE_FORWARD,
+        };
+        // SAFETY: a live handle; every pointer is NULL with a count of 0 or a live buffer of
+        // its count (a 0-head set touches nothing).
+        unsafe { rope_apply_layer(h, &args) }
+    };
+    // 4 (or 7) * 2^(bits - 2) + 5 is past `SIZE_MAX`.
+    for block in [4u32, 7] {
+        let mut qkv = fresh();
+        assert_eq!(run(block, &mut qkv, &mut kc, true), ROPE_SLOT_OUT_OF_RANGE, "block {block}");
+        assert_eq!(bytes(&qkv), bytes(&fresh()), "qkv written, block {block}");
+        assert!(bytes(&kc) == canaries, "cache written, block {block}");
+    }
+    // 3 * 2^(bits - 2) + 5 fits: q alone rotated, as with k skipped.
+    let (mut qkv, mut want) = (fresh(), fresh());
+    assert_eq!(run(3, &mut qkv, &mut kc, true), ROPE_OK);
+    assert_eq!(run(3, &mut want, &mut kc, false), ROPE_OK);
+    assert_eq!(bytes(&qkv), bytes(&want));
+    assert_ne!(bytes(&qkv), bytes(&fresh()));
+    assert!(bytes(&kc) == canaries, "0-head k wrote");
+    // SAFETY: made by rope_new, not used after.
+    assert_eq!(unsafe { rope_free(h) }, ROPE_OK);
+}

@@ -32,7 +32,7 @@ pub const QK8_0: usize = 32;
 /// - a block holding a NaN: `d` is the canonical f16 NaN (`0x7E00`), every `qs` 0;
 /// - a block holding an infinity (and no NaN): `d` is `+inf` (`0x7C00`), every `qs` 0;
 /// - otherwise each `x[j] * id` that is NaN (`0 * inf`, when `d` is so small that `1 / d`
-///   overflows: a block of subnormals) gives 0, and each quotient is clamped to
+///   overflows: a block of subnormals) gives 0, and each product is clamped to
 ///   `-127..=127` before rounding. For every block where ggml's result is defined this is
 ///   ggml's result (there `|x[j] * id| <= 127.00003` for a normal `d`, about
 ///   `127.00006` for a subnormal one: always below `127.5`, so it rounds to at most 127).
@@ -46,7 +46,9 @@ pub const QK8_0: usize = 32;
 pub struct BlockQ8_0 {
     /// The scale: `max |x| / 127`, rounded to f16 (nearest even).
     pub d: f16,
-    /// The quantized values, `round(x[j] / d)` (half away from zero).
+    /// The quantized values, `round(x[j] * id)` (half away from zero) with `id = 1 / d` (`d`
+    /// in f32, before its f16 rounding; `id = 0` when `d` is 0): a product with the
+    /// reciprocal, as ggml, which rounds some values differently from `x[j] / d`.
     pub qs: [i8; QK8_0],
 }
 

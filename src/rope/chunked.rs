@@ -437,7 +437,7 @@ impl<'r> RopeRef<'r> {
         self.prepare_qk_into(x, out, None, opts)
     }
 
-    /// The checks of a single call after its views ([`Rope::check_call`]: same errors, same
+    /// The checks of a single call after its views ([`RopeRef::check_call`]: same errors, same
     /// order), and the call's frequencies.
     fn prepare_call<'a, T: Element>(
         &self,

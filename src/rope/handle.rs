@@ -1,0 +1,598 @@
+//! The [`Rope`] object (constructors, accessors, apply entry points) and its borrowed form
+//! [`RopeRef`], on which every call runs.
+
+use super::walk::{CallFreqs, FreqSlot};
+use super::{Apply, Heads, HeadsMut};
+use crate::config::{AngleMode, RopeConfig, RopeParams, MAX_PAIRS};
+use crate::cossin::fill_row;
+use crate::dispatch::{self, Tier};
+use crate::element::Element;
+use crate::error::RopeError;
+use crate::freq::{compute_inv_freq, FreqRef, Frequencies, Scaling, ScalingRef};
+use crate::kernels::sincos::SinCos;
+use crate::kernels::Kernels;
+
+/// A validated RoPE configuration with its frequencies, ready to apply.
+///
+/// All apply methods take tensors shaped `[tokens][heads][head_dim]` through a [`View`]
+/// (strides in elements), rotate dimensions `0..rotary_dim` of every head and leave (or,
+/// out of place, copy) the rest. q and k of one call share positions and cos/sin rows but
+/// may have their own head counts and strides (GQA/MQA). Zero tokens or heads is an `Ok`
+/// no-op. A call that returns an error has written nothing.
+///
+/// [`View`]: crate::View
+#[derive(Clone, Debug)]
+pub struct Rope {
+    pub(super) config: RopeConfig,
+    pub(super) freqs: Frequencies,
+    /// LongRoPE's long frequencies (those of every call longer than
+    /// `original_max_position_embeddings`), computed once here so that no call computes
+    /// frequencies (issue 18: a Phi-3 decode call recomputed them every time).
+    pub(super) long: Option<Frequencies>,
+    pub(super) tier: Option<Tier>,
+}
+
+impl Rope {
+    /// Validates `config` and computes its frequencies.
+    ///
+    /// ```
+    /// use rope_kernels::{Layout, Rope, RopeConfig, RopeError};
+    ///
+    /// // GPT-J-6B: head_dim 256, rotary_dim 64, interleaved pairs.
+    /// let gptj = RopeConfig::new(256, 10_000.0).with_rotary_dim(64).with_layout(Layout::Interleaved);
+    /// let rope = Rope::new(gptj)?;
+    /// assert_eq!(rope.frequencies().inv_freq().len(), 32);
+    /// // An odd rotary_dim cannot be split into pairs.
+    /// let bad = RopeConfig::new(128, 10_000.0).with_rotary_dim(63);
+    /// assert_eq!(Rope::new(bad).err(), Some(RopeError::InvalidRotaryDim { rotary_dim: 63 }));
+    /// # Ok::<(), RopeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Any error of [`RopeConfig::validate`], and those of [`Frequencies::new`], for the
+    /// first call and, when the frequencies depend on the call length (dynamic NTK,
+    /// LongRoPE's long factors), for the longest call (positions up to `u32::MAX`): a `Rope`
+    /// that is built computes the frequencies of every call without error.
+    pub fn new(config: RopeConfig) -> Result<Self, RopeError> {
+        let freqs = Frequencies::new(&config, 0)?;
+        let mut long = None;
+        if config.scaling.depends_on_seq_len() {
+            // Dynamic NTK's frequencies shrink as the length grows, LongRoPE has two regimes:
+            // the shortest and the longest call cover every call in between. LongRoPE keeps
+            // its long set (every call past the original length uses it, as `RopeState`).
+            let longest = Frequencies::new(&config, 1 << 32)?;
+            if matches!(config.scaling, Scaling::LongRope(_)) {
+                long = Some(longest);
+            }
+        }
+        Ok(Rope { config, freqs, long, tier: None })
+    }
+
+    /// Pins this object to `tier` instead of the process-wide dispatcher.
+    ///
+    /// ```
+    /// use rope_kernels::{Rope, RopeConfig, Tier};
+    ///
+    /// let oracle = Rope::new(RopeConfig::new(64, 10_000.0))?.with_tier(Tier::Scalar)?;
+    /// assert_eq!(oracle.tier(), Tier::Scalar);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`RopeError::TierUnavailable`] if this build or CPU lacks the tier.
+    pub fn with_tier(mut self, tier: Tier) -> Result<Self, RopeError> {
+        if !tier.is_available() {
+            return Err(RopeError::TierUnavailable);
+        }
+        self.tier = Some(tier);
+        Ok(self)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RopeConfig {
+        &self.config
+    }
+
+    /// The frequencies used when they do not depend on the sequence length.
+    pub fn frequencies(&self) -> &Frequencies {
+        &self.freqs
+    }
+
+    /// The frequencies a call whose largest position is `seq_len - 1` uses (differs from
+    /// [`Rope::frequencies`] only for dynamic NTK and LongRoPE).
+    ///
+    /// # Errors
+    /// Those of [`Frequencies::new`].
+    pub fn frequencies_at(&self, seq_len: u64) -> Result<Frequencies, RopeError> {
+        // LongRoPE: the stored set every call past the original length uses (that of the
+        // longest call, 2^32 positions), also for a `seq_len` no call reaches.
+        if let (Scaling::LongRope(p), Some(long)) = (&self.config.scaling, &self.long) {
+            let past = seq_len > p.original_max_position_embeddings;
+            return Ok(if past { long.clone() } else { self.freqs.clone() });
+        }
+        if self.config.scaling.depends_on_seq_len() {
+            self.freqs.at_seq_len(&self.config, seq_len)
+        } else {
+            Ok(self.freqs.clone())
+        }
+    }
+
+    /// Uses the caller's f32 `inv_freq` table (e.g. the `inv_freq` buffer exported from
+    /// Hugging Face transformers) and switches to [`AngleMode::HfCompatible`], so angles are
+    /// `f32(position) * inv_freq[i]` rounded in f32 exactly as transformers forms them. The
+    /// table is used verbatim by every later call, also for dynamic NTK and LongRoPE whose
+    /// f64 frequencies are recomputed per call; the attention factor stays the computed one.
+    ///
+    /// # Errors
+    /// [`RopeError::InvFreqLength`] if `inv_freq.len() != rotary_dim / 2`;
+    /// [`RopeError::InvalidScalingParameter`] (`"inv_freq"`) for a value outside `[0, 2^95]`
+    /// (see [`Frequencies::set_inv_freq_f32`]).
+    pub fn with_hf_inv_freq(mut self, inv_freq: &[f32]) -> Result<Self, RopeError> {
+        self.freqs.set_inv_freq_f32(inv_freq)?;
+        if let Some(long) = &mut self.long {
+            // Same length, already checked: cannot fail.
+            long.set_inv_freq_f32(inv_freq)?;
+        }
+        self.config.angle_mode = AngleMode::HfCompatible;
+        Ok(self)
+    }
+
+    /// The tier this object's calls run on.
+    pub fn tier(&self) -> Tier {
+        self.as_ref().tier()
+    }
+
+    /// This object as a [`RopeRef`]: the borrowed form every call runs on (a few words).
+    #[inline]
+    pub fn as_ref(&self) -> RopeRef<'_> {
+        let mut params = self.config.params();
+        params.angle_mode = self.config.angle_mode;
+        RopeRef {
+            params,
+            freqs: self.freqs.view(),
+            long: self.long.as_ref().map(Frequencies::view),
+            caller_f32: self.freqs.has_caller_inv_freq_f32(),
+            tier: self.tier,
+        }
+    }
+
+    /// Fills a caller table with the rows of positions `start..start + rows`
+    /// (`cos.len() == sin.len() == rows * rotary_dim / 2`), with the same values the
+    /// on-the-fly path uses. Row `r` is position `start + r`. For dynamic NTK and LongRoPE
+    /// the whole table uses the frequencies of a call of length `start + rows`
+    /// ([`Rope::frequencies_at`]); a shorter on-the-fly call may use other ones.
+    ///
+    /// ```
+    /// use rope_kernels::{Apply, CosSinTable, HeadsMut, Rope, RopeConfig, View};
+    ///
+    /// let rope = Rope::new(RopeConfig::new(8, 10_000.0))?;
+    /// // The rows of one decode step of 2 tokens at positions 40 and 41, filled by the
+    /// // caller (no allocation); the call then uses rows 0 and 1.
+    /// let (mut cos, mut sin) = ([0.0f32; 2 * 4], [0.0f32; 2 * 4]);
+    /// rope.fill_table(40, &mut cos, &mut sin)?;
+    /// let table = CosSinTable::new(&cos, &sin, 4)?;
+    ///
+    /// let mut a = [0.25f32; 2 * 3 * 8];
+    /// let mut b = a;
+    /// rope.apply(HeadsMut::new(&mut a, View::bshd(2, 3, 8)), &Apply::start(0).with_table(table))?;
+    /// rope.apply(HeadsMut::new(&mut b, View::bshd(2, 3, 8)), &Apply::start(40))?;
+    /// assert_eq!(a, b);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`RopeError::TableShape`] for mismatched lengths, [`RopeError::PositionOverflow`]
+    /// if `start + rows - 1` exceeds `u32::MAX`, and those of [`Rope::frequencies_at`].
+    pub fn fill_table(&self, start: u32, cos: &mut [f32], sin: &mut [f32]) -> Result<(), RopeError> {
+        self.as_ref().fill_table(start, cos, sin)
+    }
+
+    /// Builds a cache of positions `0..max_positions`.
+    ///
+    /// ```
+    /// use rope_kernels::{Apply, HeadsMut, Rope, RopeConfig, RopeError, View};
+    ///
+    /// let rope = Rope::new(RopeConfig::new(64, 10_000.0))?;
+    /// let cache = rope.build_cache(4096)?;
+    /// let mut q = vec![1.0f32; 3 * 64];
+    /// let positions = [0, 17, 4095];
+    /// let opts = Apply::ids(&positions).with_table(cache.table());
+    /// rope.apply(HeadsMut::new(&mut q, View::bshd(3, 1, 64)), &opts)?;
+    /// // Position 4096 is not in the cache.
+    /// let err = rope.apply(HeadsMut::new(&mut q, View::bshd(1, 1, 64)), &Apply::start(4096).with_table(cache.table()));
+    /// assert_eq!(err, Err(RopeError::PositionOutOfRange { position: 4096, rows: 4096 }));
+    /// # Ok::<(), RopeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`RopeError::PositionOverflow`] if `max_positions > 2^32` (positions are `u32`) or
+    /// the two `max_positions * rotary_dim / 2` tables would not fit in the address space;
+    /// checked before anything is allocated. [`RopeError::OutOfMemory`] if the allocator
+    /// refuses them (the process is not aborted).
+    #[cfg(feature = "alloc")]
+    pub fn build_cache(&self, max_positions: usize) -> Result<crate::RopeCache, RopeError> {
+        let pairs = self.config.pairs();
+        // Before allocating: `fill_table` would reject more than 2^32 rows, but only after
+        // `vec!` had tried (and aborted, or panicked on capacity overflow) for them.
+        if u64::try_from(max_positions).map_or(true, |m| m > 1 << 32) {
+            return Err(RopeError::PositionOverflow);
+        }
+        let mut cache = crate::RopeCache::zeroed(max_positions, pairs)?;
+        let (cos, sin) = cache.arrays_mut();
+        self.fill_table(0, cos, sin)?;
+        Ok(cache)
+    }
+
+    /// Rotates one tensor in place.
+    ///
+    /// ```
+    /// use rope_kernels::{f16, Apply, HeadsMut, Rope, RopeConfig, View};
+    ///
+    /// let rope = Rope::new(RopeConfig::new(4, 10_000.0))?;
+    /// // One token, one head: pairs (x0, x2) and (x1, x3) (HalfSplit). At position 0 the
+    /// // rotation is the identity; the inverse at the same positions undoes the forward.
+    /// let x = [1.0f32, 2.0, 3.0, 4.0].map(f16::from_f32);
+    /// let mut y = x;
+    /// rope.apply(HeadsMut::new(&mut y, View::bshd(1, 1, 4)), &Apply::start(0))?;
+    /// assert_eq!(y, x);
+    /// rope.apply(HeadsMut::new(&mut y, View::bshd(1, 1, 4)), &Apply::start(7))?;
+    /// assert_ne!(y, x);
+    /// rope.apply(HeadsMut::new(&mut y, View::bshd(1, 1, 4)), &Apply::start(7).inverse())?;
+    /// assert!(y.iter().zip(&x).all(|(a, b)| (a.to_f32() - b.to_f32()).abs() < 1e-2));
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &Apply<'_>) -> Result<(), RopeError> {
+        self.as_ref().apply_qk(x, None, opts)
+    }
+
+    /// Rotates q and (optionally) k in place at the same positions.
+    ///
+    /// ```
+    /// use rope_kernels::{Apply, HeadsMut, Rope, RopeConfig, View};
+    ///
+    /// // Llama-3-8B shapes (GQA): 32 q heads, 8 kv heads, head_dim 128; a prefill of
+    /// // 5 tokens. q is BSHD, k is BHSD (already transposed).
+    /// let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
+    /// let mut q = vec![0.5f32; 5 * 32 * 128];
+    /// let mut k = vec![0.5f32; 8 * 5 * 128];
+    /// rope.apply_qk(
+    ///     HeadsMut::new(&mut q, View::bshd(5, 32, 128)),
+    ///     Some(HeadsMut::new(&mut k, View::bhsd(5, 8, 128))),
+    ///     &Apply::start(0),
+    /// )?;
+    /// // Token 3 of head 0 in BSHD q and BHSD k went through the same rotation.
+    /// assert_eq!(q[3 * 32 * 128..3 * 32 * 128 + 128], k[3 * 128..4 * 128]);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    pub fn apply_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        self.as_ref().apply_qk(q, k, opts)
+    }
+
+    /// Rotates one tensor out of place (`out` may have its own strides; same shape).
+    ///
+    /// ```
+    /// use rope_kernels::{Apply, Heads, HeadsMut, Rope, RopeConfig, View};
+    ///
+    /// // Phi-2: head_dim 80, rotary_dim 32. Read BSHD, write BHSD.
+    /// let rope = Rope::new(RopeConfig::new(80, 10_000.0).with_rotary_dim(32))?;
+    /// let x: Vec<f32> = (0..4 * 2 * 80).map(|i| i as f32 / 640.0).collect();
+    /// let mut out = vec![0.0f32; x.len()];
+    /// let (src, dst) = (View::bshd(4, 2, 80), View::bhsd(4, 2, 80));
+    /// rope.apply_into(Heads::new(&x, src), HeadsMut::new(&mut out, dst), &Apply::start(10))?;
+    /// // Dims 32..80 of token 1, head 1 are copied unchanged.
+    /// assert_eq!(out[(4 + 1) * 80 + 32..(4 + 2) * 80], x[(2 + 1) * 80 + 32..(2 + 2) * 80]);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    pub fn apply_into<T: Element>(
+        &self,
+        x: Heads<'_, T>,
+        out: HeadsMut<'_, T>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        self.as_ref().apply_qk_into(x, out, None, opts)
+    }
+
+    /// Rotates q and (optionally) k out of place at the same positions. Outputs may have
+    /// their own strides but the shapes of their inputs; pass-through dimensions are copied.
+    ///
+    /// ```
+    /// use rope_kernels::{Apply, Heads, HeadsMut, Rope, RopeConfig, View};
+    ///
+    /// // A fused QKV projection output [tokens][q_heads + 2 * kv_heads][head_dim]: q and k
+    /// // are strided views of one buffer, read in place and written to separate tensors.
+    /// let (tokens, q_heads, kv_heads, hd) = (3, 4, 2, 64);
+    /// let width = (q_heads + 2 * kv_heads) * hd;
+    /// let qkv = vec![0.5f32; tokens * width];
+    /// let q_view = View { tokens, heads: q_heads, token_stride: width, head_stride: hd };
+    /// let k_view = View { tokens, heads: kv_heads, token_stride: width, head_stride: hd };
+    /// let mut q = vec![0.0f32; tokens * q_heads * hd];
+    /// let mut k = vec![0.0f32; tokens * kv_heads * hd];
+    /// let rope = Rope::new(RopeConfig::new(hd, 10_000.0))?;
+    /// rope.apply_qk_into(
+    ///     Heads::new(&qkv, q_view),
+    ///     HeadsMut::new(&mut q, View::bshd(tokens, q_heads, hd)),
+    ///     Some((Heads::new(&qkv[q_heads * hd..], k_view), HeadsMut::new(&mut k, View::bshd(tokens, kv_heads, hd)))),
+    ///     &Apply::ids(&[100, 101, 102]),
+    /// )?;
+    /// assert_eq!(q[..hd], k[..hd]);
+    /// # Ok::<(), rope_kernels::RopeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Nothing is written when any of these is returned:
+    /// - [`RopeError::OverlappingStrides`], [`RopeError::StrideOverflow`],
+    ///   [`RopeError::BufferTooShort`] for a view that does not fit its buffer;
+    /// - [`RopeError::ShapeMismatch`] if k has another token count than q, or an output
+    ///   another shape than its input;
+    /// - [`RopeError::PositionCountMismatch`], [`RopeError::PositionOverflow`] for
+    ///   positions that do not match the tokens;
+    /// - [`RopeError::TableShape`], [`RopeError::PositionOutOfRange`] for a cos/sin table
+    ///   of the wrong width or too few rows.
+    ///
+    /// When several apply, the first in this order is returned (the same for every entry
+    /// point, skipping the operands it does not take): the q view, the q output view, q
+    /// against its output, the k view, the k output view, k against its output, k's token
+    /// count against q's; then `position_ids` count or `start` overflow; then the table
+    /// width; then the largest position against the table rows.
+    ///
+    /// Zero tokens or zero heads make an `Ok` no-op, but errors in the arguments themselves
+    /// are still reported: a view that does not fit its buffer, mismatched shapes, a
+    /// `position_ids` count other than the token count, a table of the wrong width. Positions
+    /// are checked for overflow and against the table only when there are tokens (with zero
+    /// heads they still exist and are checked).
+    pub fn apply_qk_into<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        self.as_ref().apply_qk_into(q, q_out, k, opts)
+    }
+}
+
+/// A RoPE with borrowed frequency tables: what every apply call runs on. From a [`Rope`]
+/// ([`Rope::as_ref`]) or from caller memory sized to the configuration
+/// ([`RopeState::rope`], no fixed-capacity value anywhere: issue 13). `Copy`, a few words.
+/// Its methods are those of [`Rope`], with the same errors.
+///
+/// [`RopeState::rope`]: crate::RopeState::rope
+#[derive(Clone, Copy, Debug)]
+pub struct RopeRef<'a> {
+    /// The configuration; `angle_mode` is the effective one (`HfCompatible` with a caller
+    /// f32 table).
+    pub(super) params: RopeParams<'a>,
+    /// The frequencies of calls whose frequencies do not depend on their length, and the
+    /// short ones of LongRoPE.
+    pub(super) freqs: FreqRef<'a>,
+    /// LongRoPE's long frequencies, when precomputed
+    /// ([`RopeState`](crate::RopeState)); else LongRoPE computes them per call.
+    pub(super) long: Option<FreqRef<'a>>,
+    /// The f32 table is the caller's (kept when frequencies are computed per call).
+    pub(super) caller_f32: bool,
+    pub(super) tier: Option<Tier>,
+}
+
+impl<'r> RopeRef<'r> {
+    /// Assembles a `RopeRef` ([`RopeState::rope`](crate::RopeState::rope)); the tables are
+    /// `params.pairs()` long.
+    pub(crate) fn from_parts(
+        params: RopeParams<'r>,
+        freqs: FreqRef<'r>,
+        long: Option<FreqRef<'r>>,
+        caller_f32: bool,
+        tier: Option<Tier>,
+    ) -> Self {
+        RopeRef { params, freqs, long, caller_f32, tier }
+    }
+
+    /// The configuration (the angle mode is the effective one). The frequencies are stored,
+    /// so the per-pair arrays of LongRoPE and `FreqFactors` are not kept: here they are
+    /// empty (their other parameters are kept), and [`RopeParams::validate`] on the result
+    /// of a [`RopeState`](crate::RopeState) refuses them.
+    pub fn params(&self) -> &RopeParams<'r> {
+        &self.params
+    }
+
+    /// Number of rotated pairs, `rotary_dim / 2`.
+    #[inline]
+    pub fn pairs(&self) -> usize {
+        self.params.pairs()
+    }
+
+    /// As [`Rope::apply`].
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &Apply<'_>) -> Result<(), RopeError> {
+        self.apply_qk(x, None, opts)
+    }
+
+    /// As [`Rope::apply_qk`].
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    #[inline]
+    pub fn apply_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        let (tokens, tensors) = self.qk_tensors(q, k)?;
+        self.run(tokens, &tensors, opts)
+    }
+
+    /// As [`Rope::apply_into`].
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    pub fn apply_into<T: Element>(
+        &self,
+        x: Heads<'_, T>,
+        out: HeadsMut<'_, T>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        self.apply_qk_into(x, out, None, opts)
+    }
+
+    /// As [`Rope::apply_qk_into`].
+    ///
+    /// # Errors
+    /// See [`Rope::apply_qk_into`].
+    #[inline]
+    pub fn apply_qk_into<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+        opts: &Apply<'_>,
+    ) -> Result<(), RopeError> {
+        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
+        self.run(tokens, &tensors, opts)
+    }
+
+    /// As [`Rope::fill_table`].
+    ///
+    /// # Errors
+    /// Those of [`Rope::fill_table`].
+    pub fn fill_table(&self, start: u32, cos: &mut [f32], sin: &mut [f32]) -> Result<(), RopeError> {
+        let pairs = self.pairs();
+        if cos.len() != sin.len() || !cos.len().is_multiple_of(pairs) {
+            return Err(RopeError::TableShape);
+        }
+        let rows = cos.len() / pairs;
+        if rows > 0 && u64::from(start) + rows as u64 - 1 > u64::from(u32::MAX) {
+            return Err(RopeError::PositionOverflow);
+        }
+        let mut slot = CallFreqs::<MAX_PAIRS>::new();
+        let freqs = self.freqs_at(u64::from(start) + rows as u64, &mut slot)?;
+        let gen = SinCos::of(self.kernels());
+        for (r, (c, s)) in cos.chunks_exact_mut(pairs).zip(sin.chunks_exact_mut(pairs)).enumerate() {
+            fill_row(gen, &freqs, self.params.angle_mode, start + r as u32, c, s);
+        }
+        Ok(())
+    }
+
+    /// The `inv_freq` (f64, radians per position) a call whose largest position is
+    /// `seq_len - 1` uses, into `out[..pairs]`, and its attention factor (as
+    /// [`Rope::frequencies_at`]). `out` is written only on success.
+    ///
+    /// # Errors
+    /// [`RopeError::InvFreqLength`] if `out.len() < pairs`; those of [`Frequencies::new`]
+    /// for frequencies computed per call (dynamic NTK).
+    pub fn inv_freq_at(&self, seq_len: u64, out: &mut [f64]) -> Result<f64, RopeError> {
+        let pairs = self.pairs();
+        if out.len() < pairs {
+            return Err(RopeError::InvFreqLength { expected: pairs, len: out.len() });
+        }
+        if !self.per_call(seq_len) {
+            let set = self.set_at(seq_len);
+            out[..pairs].copy_from_slice(set.inv_freq);
+            return Ok(set.attention_factor);
+        }
+        // Per call, into a temporary: nothing is written on error.
+        let mut tmp = [0.0f64; MAX_PAIRS];
+        let af = compute_inv_freq(&self.params, seq_len, &mut tmp[..pairs])?;
+        out[..pairs].copy_from_slice(&tmp[..pairs]);
+        Ok(af)
+    }
+
+    /// True when the frequencies of a call of length `seq_len` are computed for it: dynamic
+    /// NTK past `max_position_embeddings` (up to there its frequencies are the unscaled,
+    /// stored ones), LongRoPE without precomputed long frequencies.
+    #[inline]
+    pub(super) fn per_call(&self, seq_len: u64) -> bool {
+        match self.params.scaling {
+            ScalingRef::DynamicNtk { max_position_embeddings, .. } => seq_len > max_position_embeddings,
+            ScalingRef::LongRope(_) => self.long.is_none(),
+            _ => false,
+        }
+    }
+
+    /// The stored frequencies of a call of length `seq_len` (when not [`Self::per_call`]).
+    #[inline]
+    pub(super) fn set_at(&self, seq_len: u64) -> FreqRef<'r> {
+        match (self.params.scaling, self.long) {
+            (ScalingRef::LongRope(p), Some(long)) if seq_len > p.original_max_position_embeddings => long,
+            _ => self.freqs,
+        }
+    }
+
+    /// The frequencies of a call of length `seq_len`: stored, or computed into `slot`.
+    #[inline(always)]
+    pub(super) fn freqs_at<'f, D: FreqSlot + ?Sized>(
+        &'f self,
+        seq_len: u64,
+        slot: &'f mut D,
+    ) -> Result<FreqRef<'f>, RopeError> {
+        if self.per_call(seq_len) {
+            slot.fill(self, seq_len)
+        } else {
+            Ok(self.set_at(seq_len))
+        }
+    }
+
+    /// The tier this object's calls run on.
+    pub fn tier(&self) -> Tier {
+        self.kernels().tier
+    }
+
+    #[inline]
+    pub(super) fn kernels(&self) -> &'static Kernels {
+        match self.tier {
+            Some(t) => dispatch::kernels_for(t).unwrap_or_else(dispatch::active_kernels),
+            None => dispatch::active_kernels(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod issue18_tests {
+    use super::*;
+    use crate::freq::LongRopeParams;
+    use crate::view::View;
+    extern crate std;
+    use std::vec::Vec;
+
+    /// A `Rope`'s precomputed LongRoPE long set (issue 18) gives the bits the per-call
+    /// computation gave, on the fly in both regimes, forward and inverse.
+    #[test]
+    fn longrope_long_set_matches_per_call_frequencies() {
+        let pairs = 8;
+        let short: Vec<f64> = (0..pairs).map(|i| 1.0 + i as f64 * 0.1).collect();
+        let long: Vec<f64> = (0..pairs).map(|i| 1.5 + i as f64 * 0.7).collect();
+        let p = LongRopeParams::new(&short, &long, 64, 4.0).unwrap();
+        let config = RopeConfig::new(2 * pairs, 10_000.0).with_scaling(Scaling::LongRope(p));
+        let rope = Rope::new(config).unwrap();
+        assert!(rope.long.is_some());
+        let pre = rope.as_ref();
+        let per_call = RopeRef { long: None, ..pre };
+        for start in [0u32, 40, 63, 64, 1000, u32::MAX - 2] {
+            for inverse in [false, true] {
+                let x: Vec<f32> = (0..3 * 2 * 2 * pairs).map(|i| (i as f32 * 0.37).sin()).collect();
+                let (mut a, mut b) = (x.clone(), x);
+                let view = View::bshd(3, 2, 2 * pairs);
+                let opts = if inverse { Apply::start(start).inverse() } else { Apply::start(start) };
+                pre.apply(HeadsMut::new(&mut a, view), &opts).unwrap();
+                per_call.apply(HeadsMut::new(&mut b, view), &opts).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a), bits(&b), "start {start} inverse {inverse}");
+            }
+        }
+    }
+}
