@@ -92,13 +92,17 @@ pub use kernels::q8_0::CacheDType;
 pub use kernels::q8_0::{quantize_row_q8_0, BlockQ8_0, CacheElement, QK8_0};
 #[doc(hidden)]
 pub use rope::ErasedDest;
+#[allow(deprecated)]
+pub use rope::RopeRef;
+#[doc(hidden)]
+pub use rope::RopeState;
 pub use rope::{
     vision_position_ids, AxisApply, AxisRows, MRope, MRopeApply, MRopeIndex, MRopeStyle, VisionApply,
     VisionRope, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
 };
 pub use rope::{
-    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, QkNorm, Rope, RopeRef, RopeState,
-    TokenChunk, TokenChunks, WeightOffset,
+    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, QkNorm, Rope, TokenChunk,
+    TokenChunks, WeightOffset,
 };
 pub use rope::{Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Slots};
 pub use view::View;

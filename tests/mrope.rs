@@ -7,7 +7,7 @@ use rope_kernels::{
     TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
 };
 
-fn qwen2vl() -> MRope {
+fn qwen2vl() -> MRope<'static> {
     MRope::new(RopeConfig::new(128, 1e6), [16, 24, 24], MRopeStyle::Sectioned).unwrap()
 }
 

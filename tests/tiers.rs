@@ -1120,8 +1120,8 @@ fn encodings_refuse_unavailable_tiers() {
 
 /// An MRoPE or vision RoPE object, so one case runner covers both.
 enum MultiRope {
-    M(Box<rope_kernels::MRope>),
-    V(Box<rope_kernels::VisionRope>),
+    M(Box<rope_kernels::MRope<'static>>),
+    V(Box<rope_kernels::VisionRope<'static>>),
 }
 
 impl MultiRope {
