@@ -10,7 +10,7 @@ use crate::element::Element;
 use crate::error::RopeError;
 
 /// Per-call options of [`MRope`]: the three position streams `[t, h, w]` (or a per-token
-/// table) and the direction.
+/// table) and the direction (56 bytes on 64-bit targets).
 pub type MRopeApply<'a> = AxisApply<'a, 3>;
 
 /// Which pairs of the head use which position stream.

@@ -12,7 +12,7 @@ use crate::freq::Frequencies;
 use crate::freq::ScalingRef;
 
 /// Per-call options of [`VisionRope`]: the two position streams `[h, w]` (or a per-token
-/// table) and the direction.
+/// table) and the direction (48 bytes on 64-bit targets).
 pub type VisionApply<'a> = AxisApply<'a, 2>;
 
 /// 2-D vision RoPE (Qwen2-VL / Qwen2.5-VL ViT, transformers `Qwen2VLVisionRotaryEmbedding`
