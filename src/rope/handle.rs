@@ -165,8 +165,9 @@ impl<'a> Rope<'a> {
         Ok(Rope { state, tables: Tables::Borrowed { f64s, f32s } })
     }
 
-    /// This RoPE over other tables of the same lengths (copies of its own, e.g. kept next
-    /// to a copy of [`Rope::state`]); `None` if their lengths are not this RoPE's.
+    /// This RoPE over other tables of the same lengths: copies of its own (e.g. moved to
+    /// other memory), which it reads as its own, unchecked; `None` if their lengths are not
+    /// this RoPE's. Nothing is copied.
     #[inline]
     pub fn with_tables<'b>(&self, f64s: &'b [f64], f32s: &'b [f32]) -> Option<Rope<'b>> {
         self.state.rope(f64s, f32s)
