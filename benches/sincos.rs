@@ -29,7 +29,7 @@ fn config() -> RopeConfig {
 
 fn row(c: &mut Criterion) {
     let rope = Rope::new(config()).unwrap();
-    let freqs = rope.frequencies();
+    let freqs = &rope.frequencies();
     let mut g = c.benchmark_group("row");
     let (mut cos, mut sin) = ([0.0f32; PAIRS], [0.0f32; PAIRS]);
     // Positions cycle through 1024 values from `start`: libm's cost depends on the angle
@@ -64,7 +64,7 @@ fn row(c: &mut Criterion) {
 
 fn decode(c: &mut Criterion) {
     let rope = Rope::new(config()).unwrap();
-    let freqs = rope.frequencies();
+    let freqs = &rope.frequencies();
     let cache = rope.build_cache(POSITION as usize + 1).unwrap();
     let mut q = vec![0.25f32; Q_HEADS * HEAD_DIM];
     let mut k = vec![0.5f32; K_HEADS * HEAD_DIM];

@@ -1995,7 +1995,7 @@ rope_status rope_fill_table(const struct rope_t *rope,
  * are rotated (dimensions `0..rotary_dim`; the rest converted) in place or into a tensor or
  * KV-cache rows, v converted into its own; each destination in its own dtype (math in f32,
  * one rounding per stored element; `q8_0` rows as ggml's `quantize_row_q8_0_ref`). The
- * result is bit-identical to the Rust crate's `RopeRef::apply_layer` on every tier.
+ * result is bit-identical to the Rust crate's `Rope::apply_layer` on every tier.
  *
  * Buffers: `qkv` is borrowed for writing (it must be writable memory even when nothing is
  * in place) and must not overlap any other buffer of the call; the destinations' `data`

@@ -15,10 +15,10 @@ pub enum Operand {
     KOut,
     /// A caller-provided cos/sin table or cache.
     CosSin,
-    /// The value tensor of an attention-layer call ([`RopeRef::apply_layer`]): its head set
+    /// The value tensor of an attention-layer call ([`Rope::apply_layer`]): its head set
     /// in the fused buffer.
     ///
-    /// [`RopeRef::apply_layer`]: crate::RopeRef::apply_layer
+    /// [`Rope::apply_layer`]: crate::Rope::apply_layer
     V,
     /// The destination of the value tensor of an attention-layer call (a tensor or cache).
     VOut,
@@ -218,7 +218,7 @@ pub enum RopeError {
     /// The norm's `eps` is not finite or is negative.
     InvalidNormEps,
 
-    // ---- Attention-layer calls (`RopeRef::apply_layer`: head sets, destinations, batches) ----
+    // ---- Attention-layer calls (`Rope::apply_layer`: head sets, destinations, batches) ----
     /// Two head sets of the fused buffer share an element (decided exactly on the elements
     /// the sets touch, not by address range). `a` comes before `b` in q, k, v order.
     OverlappingHeadSets {

@@ -69,7 +69,16 @@ impl Frequencies {
     /// 2^95; and [`RopeError::InvalidScalingParameter`] (`"attention_factor"`) for an
     /// attention factor above `f32::MAX` (cos/sin rows are f32).
     pub fn new(config: &RopeConfig, seq_len: u64) -> Result<Self, RopeError> {
-        let params = config.params();
+        Frequencies::from_params(&config.params(), seq_len, None)
+    }
+
+    /// [`Frequencies::new`] from borrowed parameters, with the caller's f32 table if any
+    /// (already checked: that of a [`Rope`](crate::Rope)).
+    pub(crate) fn from_params(
+        params: &RopeParams<'_>,
+        seq_len: u64,
+        caller_f32: Option<&[f32]>,
+    ) -> Result<Self, RopeError> {
         params.validate()?;
         let pairs = params.pairs();
         let mut f = Frequencies {
@@ -81,20 +90,32 @@ impl Frequencies {
             turns_hi: [0.0; MAX_PAIRS],
             turns_lo: [0.0; MAX_PAIRS],
         };
-        f.attention_factor = compute_inv_freq(&params, seq_len, &mut f.inv_freq[..pairs])?;
+        f.attention_factor = compute_inv_freq(params, seq_len, &mut f.inv_freq[..pairs])?;
         f.sync_f32();
-        Ok(f)
-    }
-
-    /// The frequencies of `config` at `seq_len`, keeping this object's f32 table if it
-    /// came from the caller ([`Frequencies::set_inv_freq_f32`]).
-    pub(crate) fn at_seq_len(&self, config: &RopeConfig, seq_len: u64) -> Result<Self, RopeError> {
-        let mut f = Frequencies::new(config, seq_len)?;
-        if self.caller_f32 {
-            f.inv_freq_f32 = self.inv_freq_f32;
+        if let Some(t) = caller_f32 {
+            f.inv_freq_f32[..pairs].copy_from_slice(t);
             f.caller_f32 = true;
         }
         Ok(f)
+    }
+
+    /// A copy of stored frequencies (a [`Rope`](crate::Rope)'s tables).
+    pub(crate) fn from_ref(r: &FreqRef<'_>, caller_f32: bool) -> Self {
+        let pairs = r.inv_freq.len();
+        let mut f = Frequencies {
+            inv_freq: [0.0; MAX_PAIRS],
+            inv_freq_f32: [0.0; MAX_PAIRS],
+            pairs,
+            attention_factor: r.attention_factor,
+            caller_f32,
+            turns_hi: [0.0; MAX_PAIRS],
+            turns_lo: [0.0; MAX_PAIRS],
+        };
+        f.inv_freq[..pairs].copy_from_slice(r.inv_freq);
+        f.inv_freq_f32[..pairs].copy_from_slice(r.inv_freq_f32);
+        f.turns_hi[..pairs].copy_from_slice(r.turns_hi);
+        f.turns_lo[..pairs].copy_from_slice(r.turns_lo);
+        f
     }
 
     /// Replaces the f32 table used by [`AngleMode::HfCompatible`](crate::AngleMode) with

@@ -33,10 +33,10 @@
 //! | one attention layer: q, k (and v) as head sets of the fused QKV buffer, rotated in place or into other types (f32, f16, bf16, ggml `q8_0`), k/v appended to KV-cache rows (`slot_mapping`, paged `block_table`), ragged batches | [`Rope::apply_layer`] with [`Qkv`], [`HeadSet`], [`Dest`], [`CacheLayout`], [`Slots`], [`LayerApply`], [`Batch`]; q and k in place only: [`Rope::apply_head_sets`] |
 //! | validate once, then run in token chunks, e.g. on your own thread pool | [`Rope::prepare`], [`Rope::prepare_qk`], [`Rope::prepare_into`], [`Rope::prepare_qk_into`] → [`PreparedCall`] → [`TokenChunk`] (`Send`) |
 //! | split a call over rayon's pool | `Rope::par_apply*` (feature `rayon`) |
-//! | build in caller memory sized to the model, no large value on the stack (microcontrollers) | [`RopeParams`] → [`RopeState::init`] into slices of [`RopeState::table_lens`] elements → [`RopeState::rope`] → [`RopeRef`] (the `apply*` methods of [`Rope`]) |
+//! | build in caller memory sized to the model, no large value on the stack (microcontrollers) | [`RopeParams`] → [`Rope::new_in`] into slices of [`Rope::table_lens`] elements: a `Rope<'a>` borrowing them, with every method of [`Rope`] |
 //! | cos/sin from a table instead of on the fly | a caller buffer: [`Rope::fill_table`] + [`CosSinTable`] (no allocation); a cache: `Rope::build_cache` → `RopeCache` (feature `alloc`); pass it with [`Apply::with_table`] |
 //! | the frequencies themselves (`inv_freq`, `attention_factor`) | [`Rope::frequencies`], [`Frequencies::new`]; HF's own f32 `inv_freq`: [`Rope::with_hf_inv_freq`] |
-//! | multimodal RoPE: Qwen2-VL / Qwen2.5-VL (sectioned) and Qwen3-VL (interleaved) MRoPE, the ViT's 2-D RoPE | [`MRope`], [`VisionRope`] with [`MRopeApply`] / [`VisionApply`]; positions: [`MRopeIndex`], [`vision_position_ids`]; on a borrowed RoPE: [`RopeRef::apply_mrope_qk`], [`RopeRef::apply_vision_qk`] |
+//! | multimodal RoPE: Qwen2-VL / Qwen2.5-VL (sectioned) and Qwen3-VL (interleaved) MRoPE, the ViT's 2-D RoPE | [`MRope`], [`VisionRope`] with [`MRopeApply`] / [`VisionApply`]; positions: [`MRopeIndex`], [`vision_position_ids`]; on any [`Rope`]: [`Rope::apply_mrope_qk`], [`Rope::apply_vision_qk`] |
 //! | sinusoidal, learned absolute, relative buckets, ALiBi | [`encodings`] |
 //! | choose or cap the CPU tier | [`dispatch`] (process-wide), [`Rope::with_tier`] (one handle) |
 //! | from C | the `rope-kernels-capi` package: `librope_kernels.a`/`.so` and `include/rope_kernels.h` (see README) |
@@ -60,6 +60,10 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+// Without `alloc` the owning constructors (`Rope::new`, `MRope::new`, `VisionRope::new`,
+// `with_hf_inv_freq`) do not exist, and the docs' links to them dangle: every other link is
+// the same in the default build, which checks them all.
+#![cfg_attr(not(feature = "alloc"), allow(rustdoc::broken_intra_doc_links))]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
@@ -93,13 +97,17 @@ pub use kernels::q8_0::{quantize_row_q8_0, BlockQ8_0, CacheElement, QK8_0};
 pub use kernels::tier::Tier;
 #[doc(hidden)]
 pub use rope::ErasedDest;
+#[allow(deprecated)]
+pub use rope::RopeRef;
+#[doc(hidden)]
+pub use rope::RopeState;
 pub use rope::{
     vision_position_ids, AxisApply, AxisRows, MRope, MRopeApply, MRopeIndex, MRopeStyle, VisionApply,
     VisionRope, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
 };
 pub use rope::{
-    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, QkNorm, Rope, RopeRef, RopeState,
-    TokenChunk, TokenChunks, WeightOffset,
+    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, QkNorm, Rope, TokenChunk,
+    TokenChunks, WeightOffset,
 };
 pub use rope::{Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Slots};
 pub use view::View;

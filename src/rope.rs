@@ -3,7 +3,10 @@
 mod handle;
 mod options;
 mod walk;
-pub use handle::{Rope, RopeRef};
+pub use handle::Rope;
+#[allow(deprecated)]
+pub use handle::RopeRef;
+pub(crate) use handle::{RopeView, Tables};
 pub use options::{Apply, CosSin, Direction, Heads, HeadsMut, Positions};
 use walk::{
     check_table, for_each_row, max_position, rotate_tokens, CallFreqs, FixedFreqs, FreqSlot, LineRow,
@@ -11,6 +14,7 @@ use walk::{
 };
 
 mod state;
+#[doc(hidden)]
 pub use state::RopeState;
 
 mod axes;

@@ -27,7 +27,7 @@ const QH: usize = 4;
 const KH: usize = 2;
 const ROWS: usize = 5;
 
-fn rope() -> Rope {
+fn rope() -> Rope<'static> {
     Rope::new(RopeConfig::new(HD, 10_000.0).with_rotary_dim(RD).with_layout(Layout::Interleaved)).unwrap()
 }
 
@@ -606,7 +606,7 @@ fn table_shape() -> Vec<RopeError> {
     }
     // Frequencies::set_inv_freq_f32 and Rope::with_hf_inv_freq with the wrong number of values
     // fail (InvFreqLength) and keep the table.
-    let mut f = Frequencies::new(rope.config(), 0).unwrap();
+    let mut f = Frequencies::new(&rope.config(), 0).unwrap();
     let before = f.clone();
     for n in [0, PAIRS - 1, PAIRS + 1] {
         let e = RopeError::InvFreqLength { expected: PAIRS, len: n };

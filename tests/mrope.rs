@@ -7,7 +7,7 @@ use rope_kernels::{
     TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
 };
 
-fn qwen2vl() -> MRope {
+fn qwen2vl() -> MRope<'static> {
     MRope::new(RopeConfig::new(128, 1e6), [16, 24, 24], MRopeStyle::Sectioned).unwrap()
 }
 
@@ -277,7 +277,7 @@ fn vision_positions_errors() {
     assert_eq!(w, [0, 1, 0, 1, 0, 1, 0, 1]);
 }
 
-/// The borrowed-RoPE forms (`RopeRef::apply_mrope_qk`, `apply_vision_qk`: the C ABI's) give
+/// The borrowed-RoPE forms (`Rope::apply_mrope_qk`, `apply_vision_qk`: the C ABI's) give
 /// the objects' bits, with computed and with caller f32 frequencies.
 #[test]
 fn rope_ref_forms_match_objects() {

@@ -219,7 +219,7 @@ fn call_qk<T: rope_kernels::Element>(
 
 /// One random call: configuration, shapes, views, positions, cos/sin source, direction.
 struct Case {
-    rope: Rope,
+    rope: Rope<'static>,
     tokens: usize,
     q_heads: usize,
     k_heads: Option<usize>,

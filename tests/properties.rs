@@ -106,7 +106,7 @@ struct Trial {
     tier: Tier,
     n: usize,
     cfg: RopeConfig,
-    rope: Rope,
+    rope: Rope<'static>,
 }
 
 impl core::fmt::Display for Trial {
@@ -512,7 +512,7 @@ struct Call {
 
 /// The configurations of the history test: dynamic NTK (grows past 256), LongRoPE (long
 /// factors past 256), the same with a caller f32 `inv_freq` table, YaRN, and a plain one.
-fn history_ropes() -> Vec<Rope> {
+fn history_ropes() -> Vec<Rope<'static>> {
     let d = 40;
     let long: Vec<f64> = (0..d / 2).map(|i| 1.0 + i as f64).collect();
     let short: Vec<f64> = (0..d / 2).map(|i| 1.0 + (i % 3) as f64).collect();

@@ -162,3 +162,73 @@ fn overflow_exactly_when_extent_does_not_fit() {
     }
     assert!(overflowed > 1000 && fitted > 1000, "{overflowed} {fitted}");
 }
+
+/// The handles and per-call option types stay small (a few hundred bytes: their tables are
+/// elsewhere), on every target that runs the tests.
+#[test]
+fn handle_and_option_sizes() {
+    use core::mem::size_of;
+    use rope_kernels::{Apply, LayerApply, MRope, MRopeApply, Rope, VisionApply, VisionRope};
+    let sizes = [
+        ("Rope", size_of::<Rope<'static>>()),
+        ("MRope", size_of::<MRope<'static>>()),
+        ("VisionRope", size_of::<VisionRope<'static>>()),
+        ("Apply", size_of::<Apply<'static>>()),
+        ("MRopeApply", size_of::<MRopeApply<'static>>()),
+        ("VisionApply", size_of::<VisionApply<'static>>()),
+        ("LayerApply", size_of::<LayerApply<'static>>()),
+    ];
+    for (name, size) in sizes {
+        println!("size_of::<{name}>() = {size}");
+        assert!(size <= 512, "{name}: {size} bytes");
+    }
+}
+
+/// A `Rope` with owned tables (`Rope::new`, `with_hf_inv_freq`) and one in caller memory
+/// (`Rope::new_in`) hold the same tables and give the same bits; `as_ref` and
+/// `with_tables` keep them.
+#[test]
+fn owned_and_caller_tables_agree() {
+    use rope_kernels::{Apply, HeadsMut, LongRopeParams, Rope, RopeConfig, Scaling};
+    let long = LongRopeParams::new(&[1.0, 1.5, 2.0, 3.0], &[2.0, 3.0, 4.0, 8.0], 64, 4.0).unwrap();
+    let configs = [
+        RopeConfig::new(8, 10_000.0),
+        RopeConfig::new(8, 10_000.0).with_scaling(Scaling::Linear { factor: 4.0 }),
+        RopeConfig::new(8, 10_000.0)
+            .with_scaling(Scaling::DynamicNtk { factor: 2.0, max_position_embeddings: 16 }),
+        RopeConfig::new(8, 10_000.0).with_scaling(Scaling::LongRope(long)),
+    ];
+    let hf = [1.0f32, 0.1, 0.01, 0.001];
+    for config in configs {
+        for table in [None, Some(&hf[..])] {
+            let mut owned = Rope::new(config.clone()).unwrap();
+            if let Some(t) = table {
+                owned = owned.with_hf_inv_freq(t).unwrap();
+            }
+            let params = config.params();
+            let (n64, n32) = Rope::table_lens(&params).unwrap();
+            let (mut f64s, mut f32s) = (vec![0.0f64; n64], vec![0.0f32; n32]);
+            let caller = Rope::new_in(&params, table, &mut f64s, &mut f32s).unwrap();
+            assert_eq!(owned.params(), caller.params(), "{config:?}");
+            // The same tables computed again elsewhere, attached to `caller`'s fixed part.
+            let (mut c64, mut c32) = (vec![0.0f64; n64], vec![0.0f32; n32]);
+            Rope::new_in(&params, table, &mut c64, &mut c32).unwrap();
+            let copied = caller.with_tables(&c64, &c32).expect("same lengths");
+            assert!(caller.with_tables(&c64[1..], &c32).is_none());
+            let borrowed = owned.as_ref();
+            for start in [0u32, 15, 16, 63, 64, 1000, u32::MAX - 3] {
+                let x: Vec<f32> = (0..4 * 2 * 8).map(|i| (i as f32 * 0.37).sin()).collect();
+                let mut outs = Vec::new();
+                for rope in [&owned, &caller, &copied, &borrowed] {
+                    let mut y = x.clone();
+                    rope.apply(HeadsMut::new(&mut y, View::bshd(4, 2, 8)), &Apply::start(start)).unwrap();
+                    outs.push(y.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+                    let f = rope.frequencies_at(u64::from(start) + 4).unwrap();
+                    let g = owned.frequencies_at(u64::from(start) + 4).unwrap();
+                    assert_eq!(f, g, "{config:?} {start}");
+                }
+                assert!(outs.windows(2).all(|w| w[0] == w[1]), "{config:?} {table:?} {start}");
+            }
+        }
+    }
+}

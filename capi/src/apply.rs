@@ -4,7 +4,7 @@
 use core::ffi::c_void;
 
 use rope_kernels::{
-    bf16, f16, Apply, CosSin, CosSinTable, Direction, Element, Heads, HeadsMut, Positions, RopeRef, View,
+    bf16, f16, Apply, CosSin, CosSinTable, Direction, Element, Heads, HeadsMut, Positions, Rope, View,
 };
 
 use crate::boundary::{disjoint, guard, read, read_versioned, rust, Buf, R};
@@ -221,7 +221,7 @@ unsafe fn into<T: Element>(
     opts: *const rope_apply_opts,
 ) -> rope_status {
     // On the RoPE as `with_rope` builds it, borrowed (no copy: issue 13).
-    let body = |r: &RopeRef<'_>| {
+    let body = |r: &Rope<'_>| {
         // SAFETY: the caller's contract (NULL or readable structs).
         let (qb, qv) = unsafe { tensor::<T>(q) }?;
         // SAFETY: as above.

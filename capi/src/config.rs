@@ -4,7 +4,7 @@
 use core::ptr::NonNull;
 
 use rope_kernels::{
-    AngleMode, Layout, LongRopeRef, RopeError, RopeParams, RopeState, ScalingRef, YarnParams, MAX_PAIRS,
+    AngleMode, Layout, LongRopeRef, Rope, RopeError, RopeParams, ScalingRef, YarnParams, MAX_PAIRS,
 };
 
 use crate::boundary::{flag, guard, read_versioned, required, rust, Buf, R};
@@ -253,7 +253,7 @@ pub(crate) unsafe fn with_params<T>(
             // The configuration's own errors first, as `Rope::new` then `with_hf_inv_freq`.
             rust(params.validate())?;
             let pairs = params.pairs();
-            rust(RopeState::check(&params, None))?;
+            rust(Rope::check_in(&params, None))?;
             Err(from_error(RopeError::InvFreqLength { expected: pairs, len: c.inv_freq_len }))
         }
         Some([]) => body(&params, None),
@@ -345,5 +345,5 @@ pub unsafe extern "C" fn rope_config_init(
 #[no_mangle]
 pub unsafe extern "C" fn rope_config_validate(cfg: *const rope_config) -> rope_status {
     // SAFETY: the caller's contract, passed on.
-    guard(|| unsafe { with_params(cfg, |p, t| rust(RopeState::check(p, t)).map(drop)) })
+    guard(|| unsafe { with_params(cfg, |p, t| rust(Rope::check_in(p, t)).map(drop)) })
 }

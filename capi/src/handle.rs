@@ -5,7 +5,7 @@ use core::mem::{align_of, needs_drop, offset_of, size_of};
 use core::ptr::{addr_of, addr_of_mut};
 use core::sync::atomic::{compiler_fence, Ordering};
 
-use rope_kernels::{RopeParams, RopeRef, RopeState, ScalingRef, MAX_PAIRS};
+use rope_kernels::{Rope, RopeParams, RopeState, ScalingRef, MAX_PAIRS};
 
 use crate::boundary::{disjoint, guard, required, rust, Buf, R};
 use crate::config::{rope_config, with_params};
@@ -16,7 +16,7 @@ use crate::status::*;
 /// given to `rope_init` may be reused or freed at any time after the last call that uses
 /// the handle. Calls that take a `const rope_t *` may run concurrently on one handle.
 // Layout: this header, then the frequency tables sized to the configuration
-// (`RopeState::table_lens`: f64s, then f32s), `rope_storage_size` bytes in all.
+// (`Rope::table_lens`: f64s, then f32s), `rope_storage_size` bytes in all.
 pub struct rope_t {
     // Not `#[repr(C)]` itself, so that cbindgen declares it opaque.
     h: Handle,
@@ -85,25 +85,14 @@ unsafe fn tables(p: *mut rope_t, n64: usize) -> (*mut f64, *mut f32) {
     }
 }
 
-/// The RoPE of a live handle.
+/// The RoPE of a live handle, its tables borrowed from the handle's storage.
 ///
 /// # Safety
 /// `p` is NULL or points to readable memory, the fixed header at least, that, if it holds
 /// a live magic, holds a handle made by `rope_init`/`rope_new`, not written during the
 /// returned borrow.
-#[inline]
-pub(crate) unsafe fn rope_ref<'a>(p: *const rope_t) -> R<RopeRef<'a>> {
-    // SAFETY: the caller's contract, passed on.
-    unsafe { with_rope(p, |r| Ok(*r)) }
-}
-
-/// Runs `f` on the RoPE of a live handle, built in this frame and borrowed (no copy of it on
-/// the way: the C apply calls' stack, issue 13).
-///
-/// # Safety
-/// As for [`rope_ref`], for the duration of `f`.
 #[inline(always)]
-pub(crate) unsafe fn with_rope<'a, T>(p: *const rope_t, f: impl FnOnce(&RopeRef<'a>) -> R<T>) -> R<T> {
+pub(crate) unsafe fn rope_ref<'a>(p: *const rope_t) -> R<Rope<'a>> {
     let p = required(p)?.as_ptr();
     // SAFETY: aligned, readable (the contract); a `u32` accepts any bits.
     let magic = unsafe { addr_of!((*p).h.magic).read() };
@@ -123,10 +112,19 @@ pub(crate) unsafe fn with_rope<'a, T>(p: *const rope_t, f: impl FnOnce(&RopeRef<
         let (a, b) = tables(p, n64);
         (core::slice::from_raw_parts(a, n64), core::slice::from_raw_parts(b, n32))
     };
-    match &state.rope(f64s, f32s) {
-        Some(r) => f(r),
-        None => Err(ROPE_INVALID_HANDLE),
-    }
+    state.rope(f64s, f32s).ok_or(ROPE_INVALID_HANDLE)
+}
+
+/// Runs `f` on the RoPE of a live handle, built in this frame and borrowed (no copy of it on
+/// the way: the C apply calls' stack).
+///
+/// # Safety
+/// As for [`rope_ref`], for the duration of `f`.
+#[inline(always)]
+pub(crate) unsafe fn with_rope<'a, T>(p: *const rope_t, f: impl FnOnce(&Rope<'a>) -> R<T>) -> R<T> {
+    // SAFETY: the caller's contract, passed on.
+    let r = unsafe { rope_ref(p) }?;
+    f(&r)
 }
 
 /// The bytes of the handle at `p`, for [`disjoint`]: no buffer a call writes may overlap
@@ -158,7 +156,7 @@ pub extern "C" fn rope_align() -> usize {
 /// The storage bytes of the handle of `params` (validated as `rope_init` validates them),
 /// and its table lengths.
 pub(crate) fn storage_for(params: &RopeParams<'_>, inv_freq: Option<&[f32]>) -> R<(usize, usize, usize)> {
-    let (n64, n32) = rust(RopeState::check(params, inv_freq))?;
+    let (n64, n32) = rust(Rope::check_in(params, inv_freq))?;
     Ok((storage_bytes(n64, n32), n64, n32))
 }
 
@@ -174,7 +172,7 @@ unsafe fn init_at(
     inv_freq: Option<&[f32]>,
     (n64, n32): (usize, usize),
 ) -> R<()> {
-    // SAFETY: the tables lie in the storage (the contract); `init` writes every element
+    // SAFETY: the tables lie in the storage (the contract); `new_in` writes every element
     // before it reads it back, and any bits are valid f64/f32 values, so it may see the
     // storage's old bytes.
     let (f64s, f32s) = unsafe {
@@ -183,10 +181,11 @@ unsafe fn init_at(
         b.write_bytes(0, n32);
         (core::slice::from_raw_parts_mut(a, n64), core::slice::from_raw_parts_mut(b, n32))
     };
-    let state = match rust(RopeState::init(params, inv_freq, f64s, f32s)) {
-        Ok(state) => state,
+    let state = match rust(Rope::new_in(params, inv_freq, f64s, f32s)) {
+        // The fixed part; the tables stay where `new_in` computed them, after the header.
+        Ok(rope) => rope.state(),
         Err(status) => {
-            // Never taken: `storage_for` ran `RopeState::check` (the frequencies too) on the
+            // Never taken: `storage_for` ran `Rope::check_in` (the frequencies too) on the
             // same parameters. Should it be, a handle the storage held has lost its tables:
             // make it invalid rather than leave it to compute garbage.
             // SAFETY: the header lies in the storage (the contract).

@@ -8,7 +8,7 @@ use core::mem::{align_of, size_of};
 
 use rope_kernels::{
     bf16, f16, Batch, BlockQ8_0, CacheLayout, CosSin, CosSinTable, Dest, Direction, Element, ErasedDest,
-    HeadSet, LayerApply, Positions, Qkv, RopeRef, Slots, View,
+    HeadSet, LayerApply, Positions, Qkv, Rope, Slots, View,
 };
 
 use crate::apply::{
@@ -519,7 +519,7 @@ macro_rules! by_dtype {
 
 /// # Safety
 /// `call` came from [`check`] with `dtypes`, under the contract of `rope_apply_layer`.
-unsafe fn run_input(r: &RopeRef<'_>, call: Call<'_>, dtypes: [rope_dtype; 4]) -> R<()> {
+unsafe fn run_input(r: &Rope<'_>, call: Call<'_>, dtypes: [rope_dtype; 4]) -> R<()> {
     // SAFETY: the same contract, each with the type of its tag.
     unsafe {
         match dtypes[0] {
@@ -531,13 +531,13 @@ unsafe fn run_input(r: &RopeRef<'_>, call: Call<'_>, dtypes: [rope_dtype; 4]) ->
 }
 
 /// The call of input type `I`: slices of the checked buffers, each destination erased
-/// ([`erased`]: one instance per output type), then `RopeRef::apply_layer_erased` (one
+/// ([`erased`]: one instance per output type), then `Rope::apply_layer_erased` (one
 /// instance per input type), which validates the rest (sets, overlap, shapes, batch,
 /// slots) before writing.
 ///
 /// # Safety
 /// As [`run_input`], `I` the type of `dtypes[0]`.
-unsafe fn run_q<I: Element>(r: &RopeRef<'_>, call: Call<'_>, dtypes: [rope_dtype; 4]) -> R<()> {
+unsafe fn run_q<I: Element>(r: &Rope<'_>, call: Call<'_>, dtypes: [rope_dtype; 4]) -> R<()> {
     let [q, k, v] = call.dests;
     // SAFETY: each buffer was checked for its tag's type, which is the type it is made
     // with here (the caller's contract); all are disjoint (checked).
@@ -562,7 +562,7 @@ unsafe fn erased<'a>(d: RawDest<'a>, dtype: rope_dtype) -> R<ErasedDest<'a>> {
 /// are rotated (dimensions `0..rotary_dim`; the rest converted) in place or into a tensor or
 /// KV-cache rows, v converted into its own; each destination in its own dtype (math in f32,
 /// one rounding per stored element; `q8_0` rows as ggml's `quantize_row_q8_0_ref`). The
-/// result is bit-identical to the Rust crate's `RopeRef::apply_layer` on every tier.
+/// result is bit-identical to the Rust crate's `Rope::apply_layer` on every tier.
 ///
 /// Buffers: `qkv` is borrowed for writing (it must be writable memory even when nothing is
 /// in place) and must not overlap any other buffer of the call; the destinations' `data`
@@ -609,7 +609,7 @@ unsafe fn erased<'a>(d: RawDest<'a>, dtype: rope_dtype) -> R<ErasedDest<'a>> {
 /// readable) and not accessed by anyone else during the call.
 #[no_mangle]
 pub unsafe extern "C" fn rope_apply_layer(rope: *const rope_t, args: *const rope_layer_args) -> rope_status {
-    let body = |r: &RopeRef<'_>| {
+    let body = |r: &Rope<'_>| {
         // SAFETY: the caller's contract (NULL or a readable struct); any bits are valid.
         let a = unsafe { read_versioned(args) }?;
         // SAFETY: `rope` passed `rope_ref`'s checks (`with_rope`).

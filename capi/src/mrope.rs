@@ -2,7 +2,7 @@
 //! and 2-D vision RoPE (Qwen2-VL ViT), on a `rope_t` of the model's 1-D configuration.
 
 use rope_kernels::{
-    bf16, f16, AxisApply, AxisRows, CosSinTable, Direction, Element, HeadsMut, MRopeStyle, RopeRef,
+    bf16, f16, AxisApply, AxisRows, CosSinTable, Direction, Element, HeadsMut, MRopeStyle, Rope,
 };
 
 use crate::apply::{
@@ -126,7 +126,7 @@ unsafe fn in_place<T: Element>(
     k: *const rope_tensor,
     opts: *const rope_mrope_opts,
 ) -> rope_status {
-    let body = |r: &RopeRef<'_>| {
+    let body = |r: &Rope<'_>| {
         // SAFETY: the caller's contract (NULL or readable structs).
         let (qb, qv) = unsafe { tensor::<T>(q) }?;
         // SAFETY: as above.
@@ -343,7 +343,7 @@ unsafe fn fill_table(
     sin: *mut f32,
     len: usize,
 ) -> rope_status {
-    let body = |r: &RopeRef<'_>| {
+    let body = |r: &Rope<'_>| {
         // SAFETY: the caller's contract (readable options and buffers).
         let o = unsafe { options(opts, if op == Op::MRope { 3 } else { 2 }, r.pairs()) }?;
         if o.table.is_some() {

@@ -1,8 +1,8 @@
 //! Fused per-head QK norm + RoPE (issue 15): `rope_apply_qk_norm_*` and
 //! `rope_apply_qk_norm_into_*` for f32, f16 and bf16, over the Rust crate's
-//! `RopeRef::apply_qk_norm` / `apply_qk_norm_into`.
+//! `Rope::apply_qk_norm` / `apply_qk_norm_into`.
 
-use rope_kernels::{bf16, f16, Element, Heads, HeadsMut, QkNorm, RopeRef};
+use rope_kernels::{bf16, f16, Element, Heads, HeadsMut, QkNorm, Rope};
 
 use crate::apply::{in_place_args, options, rope_apply_opts, rope_tensor, tensor};
 use crate::boundary::{disjoint, guard, read_versioned, rust, Buf, R};
@@ -79,7 +79,7 @@ unsafe fn in_place<T: Element>(
     qk_norm: *const rope_qk_norm,
     opts: *const rope_apply_opts,
 ) -> rope_status {
-    let body = |r: &RopeRef<'_>| {
+    let body = |r: &Rope<'_>| {
         // SAFETY: `rope` passed `rope_ref`'s checks (`with_rope`).
         let handle = unsafe { storage(rope) };
         // SAFETY: the caller's contract (NULL or a readable struct and weights).
@@ -112,7 +112,7 @@ unsafe fn into<T: Element>(
     qk_norm: *const rope_qk_norm,
     opts: *const rope_apply_opts,
 ) -> rope_status {
-    let body = |r: &RopeRef<'_>| {
+    let body = |r: &Rope<'_>| {
         // SAFETY: the caller's contract (NULL or readable structs).
         let (qb, qv) = unsafe { tensor::<T>(q) }?;
         // SAFETY: as above.

@@ -267,7 +267,7 @@ fn case<I: Element + Tag, Q: CacheElement + Tag, K: CacheElement + Tag, V: Cache
     }
 }
 
-fn handle(rope_cfg: &RopeConfig) -> (*mut rope_t, Rope) {
+fn handle(rope_cfg: &RopeConfig) -> (*mut rope_t, Rope<'static>) {
     let mut c = core::mem::MaybeUninit::<rope_config>::uninit();
     // SAFETY: writable storage of a whole `rope_config`.
     assert_eq!(unsafe { rope_config_init(c.as_mut_ptr(), size_of::<rope_config>(), HD, 10_000.0) }, ROPE_OK);

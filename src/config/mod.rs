@@ -115,7 +115,7 @@ impl RopeConfig {
 }
 
 /// [`RopeConfig`] with borrowed scaling arrays ([`ScalingRef`]): what a RoPE built in caller
-/// memory ([`RopeState`](crate::RopeState)) is made from, without [`RopeConfig`]'s inline
+/// memory ([`Rope::new_in`](crate::Rope::new_in)) is made from, without [`RopeConfig`]'s inline
 /// arrays on the stack. The fields mean what [`RopeConfig`]'s do.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RopeParams<'a> {

@@ -345,7 +345,7 @@ pub enum Scaling {
     /// legacy `"su"`): `inv_freq[i] = b_i / ext_i` with `ext = long_factor` when
     /// `L > original_max_position_embeddings` and `short_factor` otherwise, chosen per call
     /// (both sets computed once, by [`Rope::new`](crate::Rope::new) or
-    /// [`RopeState::init`](crate::RopeState::init));
+    /// [`Rope::new_in`](crate::Rope::new_in));
     /// the attention factor is [`LongRopeParams::attention_factor`].
     LongRope(LongRopeParams),
     /// Proportional RoPE (Gemma 4 global layers; HF `_compute_proportional_rope_parameters`,
@@ -442,7 +442,7 @@ impl Scaling {
 
 /// [`Scaling`] with borrowed arrays: a few words instead of [`Scaling`]'s inline arrays, for
 /// building a RoPE in caller memory without a large value on the stack
-/// ([`RopeParams`](super::RopeParams), [`RopeState`](crate::RopeState)). The formulas are
+/// ([`RopeParams`](super::RopeParams), [`Rope::new_in`](crate::Rope::new_in)). The formulas are
 /// those of the matching [`Scaling`] variant.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 #[non_exhaustive]

@@ -156,7 +156,7 @@ impl ModelConfig {
     /// # Errors
     /// [`ConfigError::Invalid`] (field `mrope_section`) if [`MRope::new`] refuses the
     /// configuration.
-    pub fn mrope_rope(&self) -> Result<Option<MRope>, ConfigError> {
+    pub fn mrope_rope(&self) -> Result<Option<MRope<'static>>, ConfigError> {
         let Some(spec) = self.mrope else { return Ok(None) };
         MRope::new(self.rope.clone(), spec.mrope_section, spec.style())
             .map(Some)
@@ -170,7 +170,7 @@ impl ModelConfig {
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] (field `vision_config`) if [`VisionRope::new`] refuses it.
-    pub fn vision_rope(&self) -> Result<Option<VisionRope>, ConfigError> {
+    pub fn vision_rope(&self) -> Result<Option<VisionRope<'static>>, ConfigError> {
         let Some(spec) = &self.vision else { return Ok(None) };
         VisionRope::new(spec.rope_config())
             .map(Some)

@@ -12,7 +12,7 @@
 //! it at that position: every tier stays bit-identical to the scalar one. The rotation is
 //! the 1-D path's kernel ([`RotateArgs`]) with the token's row.
 
-use super::{Direction, LineRow, RopeRef, RotateToken, Tensors, SMALL_PAIRS};
+use super::{Direction, LineRow, RopeView, RotateToken, Tensors, SMALL_PAIRS};
 use crate::config::{AngleMode, MAX_PAIRS};
 use crate::cossin::CosSinTable;
 use crate::element::Element;
@@ -159,19 +159,6 @@ impl AxisFreqs {
         self.attention_factor = base.attention_factor;
     }
 
-    /// The stream of pair `j` (`j < pairs`).
-    pub(crate) fn stream_of(&self, j: usize) -> usize {
-        let k = self.perm[..self.pairs].iter().position(|&p| usize::from(p) == j).unwrap_or(0);
-        let mut end = 0;
-        for s in 0..self.streams {
-            end += self.count[s];
-            if k < end {
-                return s;
-            }
-        }
-        0
-    }
-
     /// Fills the slot-order row of one token whose stream positions are `pos[..streams]`
     /// into `cos`, `sin` (`pairs` long).
     #[inline(always)]
@@ -231,11 +218,6 @@ impl AxisFreqs {
             sin[j] = buf_sin[k];
         }
     }
-
-    /// Number of pairs.
-    pub(crate) fn pairs(&self) -> usize {
-        self.pairs
-    }
 }
 
 /// Fills per-token rows: row `n` of `cos`, `sin` (`tokens * pairs` each, `tokens` the
@@ -245,7 +227,7 @@ impl AxisFreqs {
 /// [`RopeError::PositionCountMismatch`] if the streams differ in length (against the first),
 /// [`RopeError::TableShape`] if `cos` or `sin` is not `tokens * pairs` long.
 pub(crate) fn fill_table<const N: usize>(
-    rope: &RopeRef<'_>,
+    rope: &RopeView<'_>,
     axes: &AxisFreqs,
     position_ids: [&[u32]; N],
     cos: &mut [f32],
@@ -278,7 +260,7 @@ pub(crate) fn fill_table<const N: usize>(
 /// [`RopeError::OutOfMemory`] (as `Rope::build_cache`).
 #[cfg(feature = "alloc")]
 pub(crate) fn build_table<const N: usize>(
-    rope: &RopeRef<'_>,
+    rope: &RopeView<'_>,
     axes: &AxisFreqs,
     position_ids: [&[u32]; N],
 ) -> Result<crate::RopeCache, RopeError> {
@@ -345,7 +327,7 @@ struct CallParams<'f> {
 /// a table.
 #[inline(always)]
 pub(crate) fn run<T: Element, const N: usize>(
-    rope: &RopeRef<'_>,
+    rope: &RopeView<'_>,
     axes: &AxisFreqs,
     tokens: usize,
     tensors: &Tensors<T>,

@@ -22,7 +22,7 @@ use core::marker::PhantomData;
 use core::ops::Range;
 
 use super::{
-    rotate_tokens, Apply, CallFreqs, FreqSlot, Heads, HeadsMut, Rope, RopeRef, Tensors, TokenParams,
+    rotate_tokens, Apply, CallFreqs, FreqSlot, Heads, HeadsMut, Rope, RopeView, Tensors, TokenParams,
 };
 use crate::config::MAX_PAIRS;
 use crate::element::Element;
@@ -314,7 +314,7 @@ impl<'c, T: Element> TokenChunk<'c, T> {
     }
 }
 
-impl Rope {
+impl Rope<'_> {
     /// Validates an in-place call on q and (optionally) k, as [`Rope::apply_qk`] would, and
     /// returns it split-able by token ranges (see [`PreparedCall`]).
     ///
@@ -326,7 +326,9 @@ impl Rope {
         k: Option<HeadsMut<'a, T>>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
-        self.as_ref().prepare_qk(q, k, opts)
+        let r = self.view();
+        let (tokens, tensors) = r.qk_tensors(q, k)?;
+        r.prepare_call(tokens, tensors, opts)
     }
 
     /// [`Rope::prepare_qk`] without k: one tensor in place, as [`Rope::apply`].
@@ -338,7 +340,7 @@ impl Rope {
         x: HeadsMut<'a, T>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
-        self.as_ref().prepare_qk(x, None, opts)
+        self.prepare_qk(x, None, opts)
     }
 
     /// Validates an out-of-place call on q and (optionally) k, as [`Rope::apply_qk_into`]
@@ -353,7 +355,9 @@ impl Rope {
         k: Option<(Heads<'a, T>, HeadsMut<'a, T>)>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
-        self.as_ref().prepare_qk_into(q, q_out, k, opts)
+        let r = self.view();
+        let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
+        r.prepare_call(tokens, tensors, opts)
     }
 
     /// [`Rope::prepare_qk_into`] without k: one tensor out of place, as [`Rope::apply_into`].
@@ -366,78 +370,12 @@ impl Rope {
         out: HeadsMut<'a, T>,
         opts: &Apply<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
-        self.as_ref().prepare_qk_into(x, out, None, opts)
+        self.prepare_qk_into(x, out, None, opts)
     }
 }
 
-impl<'r> RopeRef<'r> {
-    /// As [`Rope::prepare_qk`].
-    ///
-    /// # Errors
-    /// Exactly those of [`Rope::apply_qk`], in the same order; nothing is written.
-    pub fn prepare_qk<'a, T: Element>(
-        &self,
-        q: HeadsMut<'a, T>,
-        k: Option<HeadsMut<'a, T>>,
-        opts: &Apply<'a>,
-    ) -> Result<PreparedCall<'a, T>, RopeError>
-    where
-        'r: 'a,
-    {
-        let (tokens, tensors) = self.qk_tensors(q, k)?;
-        self.prepare_call(tokens, tensors, opts)
-    }
-
-    /// As [`Rope::prepare`].
-    ///
-    /// # Errors
-    /// Those of [`Rope::apply`].
-    pub fn prepare<'a, T: Element>(
-        &self,
-        x: HeadsMut<'a, T>,
-        opts: &Apply<'a>,
-    ) -> Result<PreparedCall<'a, T>, RopeError>
-    where
-        'r: 'a,
-    {
-        self.prepare_qk(x, None, opts)
-    }
-
-    /// As [`Rope::prepare_qk_into`].
-    ///
-    /// # Errors
-    /// Exactly those of [`Rope::apply_qk_into`], in the same order; nothing is written.
-    pub fn prepare_qk_into<'a, T: Element>(
-        &self,
-        q: Heads<'a, T>,
-        q_out: HeadsMut<'a, T>,
-        k: Option<(Heads<'a, T>, HeadsMut<'a, T>)>,
-        opts: &Apply<'a>,
-    ) -> Result<PreparedCall<'a, T>, RopeError>
-    where
-        'r: 'a,
-    {
-        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
-        self.prepare_call(tokens, tensors, opts)
-    }
-
-    /// As [`Rope::prepare_into`].
-    ///
-    /// # Errors
-    /// Those of [`Rope::apply_into`].
-    pub fn prepare_into<'a, T: Element>(
-        &self,
-        x: Heads<'a, T>,
-        out: HeadsMut<'a, T>,
-        opts: &Apply<'a>,
-    ) -> Result<PreparedCall<'a, T>, RopeError>
-    where
-        'r: 'a,
-    {
-        self.prepare_qk_into(x, out, None, opts)
-    }
-
-    /// The checks of a single call after its views ([`RopeRef::check_call`]: same errors, same
+impl<'r> RopeView<'r> {
+    /// The checks of a single call after its views ([`RopeView::check_call`]: same errors, same
     /// order), and the call's frequencies.
     fn prepare_call<'a, T: Element>(
         &self,

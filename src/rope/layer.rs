@@ -4,7 +4,7 @@
 //! addressed per token (vLLM `slot_mapping`, a paged `block_table`), for one sequence or a
 //! ragged batch of several (FlashInfer `append_indptr`).
 //!
-//! The types here describe the call; [`RopeRef::apply_layer`](crate::RopeRef::apply_layer)
+//! The types here describe the call; [`Rope::apply_layer`](crate::Rope::apply_layer)
 //! runs it, with every check made before anything is written.
 
 mod apply;

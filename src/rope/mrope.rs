@@ -1,14 +1,16 @@
 //! Multimodal RoPE (MRoPE): three position streams (t, h, w) per token.
 
 use super::axes::{self, AxisApply, AxisFreqs};
-use super::{CallFreqs, Heads, HeadsMut, Rope, RopeRef};
-use crate::config::{RopeConfig, MAX_PAIRS};
+use super::{CallFreqs, Heads, HeadsMut, Rope, RopeView};
+#[cfg(feature = "alloc")]
+use crate::config::RopeConfig;
+use crate::config::MAX_PAIRS;
 use crate::dispatch::Tier;
 use crate::element::Element;
 use crate::error::RopeError;
 
 /// Per-call options of [`MRope`]: the three position streams `[t, h, w]` (or a per-token
-/// table) and the direction.
+/// table) and the direction (56 bytes on 64-bit targets).
 pub type MRopeApply<'a> = AxisApply<'a, 3>;
 
 /// Which pairs of the head use which position stream.
@@ -49,15 +51,18 @@ pub enum MRopeStyle {
 /// mrope.apply(HeadsMut::new(&mut q, View::bshd(3, 28, 128)), &MRopeApply::ids([&t, &h, &w]))?;
 /// # Ok::<(), rope_kernels::RopeError>(())
 /// ```
+///
+/// The handle is small (the size of a [`Rope`] and a few words: 224 bytes on 64-bit
+/// targets): the per-pair stream tables are built per call from the frequencies.
 #[derive(Clone, Debug)]
-pub struct MRope {
-    rope: Rope,
+pub struct MRope<'a> {
+    rope: Rope<'a>,
     mrope_section: [usize; 3],
     style: MRopeStyle,
-    axes: AxisFreqs,
 }
 
-impl MRope {
+#[cfg(feature = "alloc")]
+impl MRope<'static> {
     /// Validates `config` (as [`Rope::new`]) and `mrope_section` (`[t, h, w]`, in pairs).
     ///
     /// Scaling combines as transformers combines it: `Qwen2VLRotaryEmbedding` takes the
@@ -71,13 +76,22 @@ impl MRope {
     /// Those of [`Rope::new`]; [`RopeError::InvalidMropeSection`] if the section does not
     /// sum to `rotary_dim / 2` or (interleaved) runs past the pairs.
     pub fn new(config: RopeConfig, mrope_section: [usize; 3], style: MRopeStyle) -> Result<Self, RopeError> {
-        let rope = Rope::new(config)?;
-        let config = rope.config();
-        let pairs = config.pairs();
-        check_section(mrope_section, style, pairs)?;
-        let stream_of = |j: usize| stream_of(style, mrope_section, j);
-        let axes = AxisFreqs::new(pairs, 3, stream_of, |j| j, &rope.frequencies().view());
-        Ok(MRope { rope, mrope_section, style, axes })
+        MRope::from_rope(Rope::new(config)?, mrope_section, style)
+    }
+}
+
+impl<'a> MRope<'a> {
+    /// MRoPE on `rope` (e.g. one in caller memory, [`Rope::new_in`]), as [`MRope::new`].
+    ///
+    /// # Errors
+    /// [`RopeError::InvalidMropeSection`] (see [`MRope::new`]).
+    pub fn from_rope(
+        rope: Rope<'a>,
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+    ) -> Result<Self, RopeError> {
+        check_section(mrope_section, style, rope.pairs())?;
+        Ok(MRope { rope, mrope_section, style })
     }
 
     /// Uses transformers' own f32 `inv_freq` (`rotary_dim / 2` values) and switches to
@@ -87,9 +101,9 @@ impl MRope {
     ///
     /// # Errors
     /// Those of [`Rope::with_hf_inv_freq`].
+    #[cfg(feature = "alloc")]
     pub fn with_hf_inv_freq(mut self, inv_freq: &[f32]) -> Result<Self, RopeError> {
         self.rope = self.rope.with_hf_inv_freq(inv_freq)?;
-        self.axes.set_base(&self.rope.frequencies().view());
         Ok(self)
     }
 
@@ -103,7 +117,7 @@ impl MRope {
     }
 
     /// The 1-D RoPE underneath: configuration, frequencies (`inv_freq[j]` of pair `j`), tier.
-    pub fn rope(&self) -> &Rope {
+    pub fn rope(&self) -> &Rope<'a> {
         &self.rope
     }
 
@@ -120,7 +134,7 @@ impl MRope {
     /// The stream (0 = t, 1 = h, 2 = w) pair `j` uses (`freq_stream[j]` of the golden
     /// files); `None` for `j >= rotary_dim / 2`.
     pub fn stream_of_pair(&self, j: usize) -> Option<usize> {
-        (j < self.axes.pairs()).then(|| self.axes.stream_of(j))
+        (j < self.rope.pairs()).then(|| stream_of(self.style, self.mrope_section, j))
     }
 
     /// Fills a per-token cos/sin table: row `n` of `cos`, `sin` is token `n` at
@@ -138,16 +152,7 @@ impl MRope {
         cos: &mut [f32],
         sin: &mut [f32],
     ) -> Result<(), RopeError> {
-        let r = self.rope.as_ref();
-        if self.dynamic() {
-            return r.fill_mrope_table(position_ids, self.mrope_section, self.style, cos, sin);
-        }
-        axes::fill_table(&r, &self.axes, position_ids, cos, sin)
-    }
-
-    /// Whether the frequencies depend on the call's length (computed per call).
-    fn dynamic(&self) -> bool {
-        self.rope.config().scaling.depends_on_seq_len()
+        self.rope.fill_mrope_table(position_ids, self.mrope_section, self.style, cos, sin)
     }
 
     /// [`MRope::fill_table`] into a new per-token table (`tokens` rows, each array on a
@@ -158,12 +163,9 @@ impl MRope {
     /// [`RopeError::OutOfMemory`] if the allocator refuses the tables.
     #[cfg(feature = "alloc")]
     pub fn build_table(&self, position_ids: [&[u32]; 3]) -> Result<crate::RopeCache, RopeError> {
-        let r = self.rope.as_ref();
-        if self.dynamic() {
-            let axes = r.mrope_axes(self.mrope_section, self.style, axes::seq_len(&position_ids))?;
-            return axes::build_table(&r, &axes, position_ids);
-        }
-        axes::build_table(&r, &self.axes, position_ids)
+        let r = self.rope.view();
+        let axes = r.mrope_axes(self.mrope_section, self.style, axes::seq_len(&position_ids))?;
+        axes::build_table(&r, &axes, position_ids)
     }
 
     /// Rotates one tensor in place.
@@ -184,12 +186,7 @@ impl MRope {
         k: Option<HeadsMut<'_, T>>,
         opts: &MRopeApply<'_>,
     ) -> Result<(), RopeError> {
-        let r = self.rope.as_ref();
-        if self.dynamic() {
-            return r.apply_mrope_qk(q, k, self.mrope_section, self.style, opts);
-        }
-        let (tokens, tensors) = r.qk_tensors(q, k)?;
-        axes::run(&r, &self.axes, tokens, &tensors, opts, Some(self.rope.frequencies().view()))
+        self.rope.apply_mrope_qk(q, k, self.mrope_section, self.style, opts)
     }
 
     /// Rotates q and (optionally) k out of place (outputs have their inputs' shapes, their
@@ -211,12 +208,7 @@ impl MRope {
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
         opts: &MRopeApply<'_>,
     ) -> Result<(), RopeError> {
-        let r = self.rope.as_ref();
-        if self.dynamic() {
-            return r.apply_mrope_qk_into(q, q_out, k, self.mrope_section, self.style, opts);
-        }
-        let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
-        axes::run(&r, &self.axes, tokens, &tensors, opts, Some(self.rope.frequencies().view()))
+        self.rope.apply_mrope_qk_into(q, q_out, k, self.mrope_section, self.style, opts)
     }
 }
 
@@ -246,13 +238,71 @@ fn check_section(mrope_section: [usize; 3], style: MRopeStyle, pairs: usize) -> 
     Ok(())
 }
 
-/// MRoPE on a borrowed RoPE (e.g. one built in caller memory, [`RopeState`](crate::RopeState),
-/// as the C ABI does): the same operation as [`MRope`], its pair-to-stream tables built per
-/// call (a copy of `rotary_dim / 2` frequencies).
-impl RopeRef<'_> {
+/// MRoPE on any [`Rope`] (e.g. one built in caller memory, as the C ABI does): the same
+/// operation as [`MRope`] (which calls these), its pair-to-stream tables built per call (a
+/// copy of `rotary_dim / 2` frequencies).
+impl Rope<'_> {
+    /// As [`MRope::apply_qk`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// First [`RopeError::InvalidMropeSection`], then those of [`MRope::apply_qk_into`].
+    pub fn apply_mrope_qk<T: Element>(
+        &self,
+        q: HeadsMut<'_, T>,
+        k: Option<HeadsMut<'_, T>>,
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        opts: &MRopeApply<'_>,
+    ) -> Result<(), RopeError> {
+        let seq_len = axes::call_seq_len(&opts.rows);
+        let r = self.view();
+        let axes = r.mrope_axes(mrope_section, style, seq_len)?;
+        let (tokens, tensors) = r.qk_tensors(q, k)?;
+        axes::run(&r, &axes, tokens, &tensors, opts, r.pair_order(seq_len))
+    }
+
+    /// As [`MRope::apply_qk_into`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// As [`Rope::apply_mrope_qk`].
+    pub fn apply_mrope_qk_into<T: Element>(
+        &self,
+        q: Heads<'_, T>,
+        q_out: HeadsMut<'_, T>,
+        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        opts: &MRopeApply<'_>,
+    ) -> Result<(), RopeError> {
+        let seq_len = axes::call_seq_len(&opts.rows);
+        let r = self.view();
+        let axes = r.mrope_axes(mrope_section, style, seq_len)?;
+        let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
+        axes::run(&r, &axes, tokens, &tensors, opts, r.pair_order(seq_len))
+    }
+
+    /// As [`MRope::fill_table`] with this RoPE's configuration and frequencies.
+    ///
+    /// # Errors
+    /// As [`Rope::apply_mrope_qk`]'s configuration checks, then [`MRope::fill_table`]'s.
+    pub fn fill_mrope_table(
+        &self,
+        position_ids: [&[u32]; 3],
+        mrope_section: [usize; 3],
+        style: MRopeStyle,
+        cos: &mut [f32],
+        sin: &mut [f32],
+    ) -> Result<(), RopeError> {
+        let r = self.view();
+        let axes = r.mrope_axes(mrope_section, style, axes::seq_len(&position_ids))?;
+        axes::fill_table(&r, &axes, position_ids, cos, sin)
+    }
+}
+
+impl RopeView<'_> {
     /// The pair tables of an MRoPE call of length `seq_len` (its frequencies: stored, or
     /// computed for that length), after the section check.
-    fn mrope_axes(
+    pub(super) fn mrope_axes(
         &self,
         mrope_section: [usize; 3],
         style: MRopeStyle,
@@ -273,58 +323,5 @@ impl RopeRef<'_> {
     /// `CallParams::pair_order`); `None` for frequencies computed per call.
     fn pair_order(&self, seq_len: u64) -> Option<crate::freq::FreqRef<'_>> {
         (!self.per_call(seq_len)).then(|| self.set_at(seq_len))
-    }
-
-    /// As [`MRope::apply_qk`] with this RoPE's configuration and frequencies.
-    ///
-    /// # Errors
-    /// First [`RopeError::InvalidMropeSection`], then those of [`MRope::apply_qk_into`].
-    pub fn apply_mrope_qk<T: Element>(
-        &self,
-        q: HeadsMut<'_, T>,
-        k: Option<HeadsMut<'_, T>>,
-        mrope_section: [usize; 3],
-        style: MRopeStyle,
-        opts: &MRopeApply<'_>,
-    ) -> Result<(), RopeError> {
-        let seq_len = axes::call_seq_len(&opts.rows);
-        let axes = self.mrope_axes(mrope_section, style, seq_len)?;
-        let (tokens, tensors) = self.qk_tensors(q, k)?;
-        axes::run(self, &axes, tokens, &tensors, opts, self.pair_order(seq_len))
-    }
-
-    /// As [`MRope::apply_qk_into`] with this RoPE's configuration and frequencies.
-    ///
-    /// # Errors
-    /// As [`RopeRef::apply_mrope_qk`].
-    pub fn apply_mrope_qk_into<T: Element>(
-        &self,
-        q: Heads<'_, T>,
-        q_out: HeadsMut<'_, T>,
-        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
-        mrope_section: [usize; 3],
-        style: MRopeStyle,
-        opts: &MRopeApply<'_>,
-    ) -> Result<(), RopeError> {
-        let seq_len = axes::call_seq_len(&opts.rows);
-        let axes = self.mrope_axes(mrope_section, style, seq_len)?;
-        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
-        axes::run(self, &axes, tokens, &tensors, opts, self.pair_order(seq_len))
-    }
-
-    /// As [`MRope::fill_table`] with this RoPE's configuration and frequencies.
-    ///
-    /// # Errors
-    /// As [`RopeRef::apply_mrope_qk`]'s configuration checks, then [`MRope::fill_table`]'s.
-    pub fn fill_mrope_table(
-        &self,
-        position_ids: [&[u32]; 3],
-        mrope_section: [usize; 3],
-        style: MRopeStyle,
-        cos: &mut [f32],
-        sin: &mut [f32],
-    ) -> Result<(), RopeError> {
-        let axes = self.mrope_axes(mrope_section, style, axes::seq_len(&position_ids))?;
-        axes::fill_table(self, &axes, position_ids, cos, sin)
     }
 }

@@ -1,4 +1,4 @@
-//! Fused per-head QK norm + RoPE (issue 15): [`QkNorm`], [`RopeRef::apply_qk_norm`] and its
+//! Fused per-head QK norm + RoPE (issue 15): [`QkNorm`], [`Rope::apply_qk_norm`] and its
 //! siblings.
 //!
 //! One pass per token and tensor, each head read from the caller's tensor and written once:
@@ -18,7 +18,7 @@ use core::mem::MaybeUninit;
 use core::ops::Range;
 
 use super::{
-    for_each_row, CallFreqs, FixedFreqs, Heads, HeadsMut, Rope, RopeRef, Tensor, Tensors, TokenParams,
+    for_each_row, CallFreqs, FixedFreqs, Heads, HeadsMut, Rope, RopeView, Tensor, Tensors, TokenParams,
 };
 use crate::config::MAX_PAIRS;
 use crate::element::Element;
@@ -38,7 +38,7 @@ pub enum WeightOffset {
     One,
 }
 
-/// A per-head norm of q and k, fused with RoPE by [`RopeRef::apply_qk_norm`].
+/// A per-head norm of q and k, fused with RoPE by [`Rope::apply_qk_norm`].
 ///
 /// Every form normalises each head over all `head_dim` elements (also the pass-through ones
 /// past `rotary_dim`) with `inv_rms = 1 / sqrt(mean(x²) + eps)`, computed in f32:
@@ -53,7 +53,7 @@ pub enum WeightOffset {
 /// When a weight is exactly representable in `T` (as a checkpoint's is), the `Zero` form
 /// equals HF's op for op. RoPE is then this crate's (math in f32, one rounding per stored
 /// element), so for f16/bf16 the rotation itself differs from HF's bf16 arithmetic as
-/// [`RopeRef::apply_qk`] does. `sum(x²)` is reduced in a fixed order (16 partial sums,
+/// [`Rope::apply_qk`] does. `sum(x²)` is reduced in a fixed order (16 partial sums,
 /// then a pairwise tree), the same on every tier, which differs from PyTorch's order: the
 /// norm agrees with HF to about 1e-7 relative for f32 (golden test: within 2e-6 absolute).
 /// OLMo 2 normalises q and k over all heads together (`Olmo2RMSNorm(num_heads * head_dim)`),
@@ -148,7 +148,7 @@ struct Plan<'a> {
 const SCRATCH: usize = if cfg!(target_pointer_width = "64") { 2048 } else { 512 };
 const _: () = assert!(SCRATCH >= 2 * MAX_PAIRS);
 
-impl Rope {
+impl Rope<'_> {
     /// Normalises each head of q and (optionally) k and rotates it, in place, in one pass
     /// (see [`QkNorm`] for the forms, their formulas and their transformers sources).
     ///
@@ -189,7 +189,11 @@ impl Rope {
         norm: &QkNorm<'_>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
-        self.as_ref().apply_qk_norm(q, k, norm, opts)
+        let r = self.view();
+        let has_k = k.is_some();
+        let (tokens, tensors) = r.qk_tensors(q, k)?;
+        let plans = norm.plans(r.params.head_dim, has_k)?;
+        r.run_norm(tokens, &tensors, &plans, opts)
     }
 
     /// [`Rope::apply_qk_norm`] out of place: reads q (and k), writes the normed and rotated
@@ -210,7 +214,11 @@ impl Rope {
         norm: &QkNorm<'_>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
-        self.as_ref().apply_qk_norm_into(q, q_out, k, norm, opts)
+        let r = self.view();
+        let has_k = k.is_some();
+        let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
+        let plans = norm.plans(r.params.head_dim, has_k)?;
+        r.run_norm(tokens, &tensors, &plans, opts)
     }
 
     /// The norm of [`QkNorm`] alone, in place, without RoPE (for an `L2After` norm: the
@@ -226,61 +234,12 @@ impl Rope {
         k: Option<HeadsMut<'_, T>>,
         norm: &QkNorm<'_>,
     ) -> Result<(), RopeError> {
-        self.as_ref().norm_qk(q, k, norm)
-    }
-}
-
-impl RopeRef<'_> {
-    /// As [`Rope::apply_qk_norm`].
-    ///
-    /// # Errors
-    /// See [`Rope::apply_qk_norm_into`].
-    pub fn apply_qk_norm<T: Element>(
-        &self,
-        q: HeadsMut<'_, T>,
-        k: Option<HeadsMut<'_, T>>,
-        norm: &QkNorm<'_>,
-        opts: &Apply<'_>,
-    ) -> Result<(), RopeError> {
+        let r = self.view();
         let has_k = k.is_some();
-        let (tokens, tensors) = self.qk_tensors(q, k)?;
-        let plans = norm.plans(self.params.head_dim, has_k)?;
-        self.run_norm(tokens, &tensors, &plans, opts)
-    }
-
-    /// As [`Rope::apply_qk_norm_into`].
-    ///
-    /// # Errors
-    /// See [`Rope::apply_qk_norm_into`].
-    pub fn apply_qk_norm_into<T: Element>(
-        &self,
-        q: Heads<'_, T>,
-        q_out: HeadsMut<'_, T>,
-        k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
-        norm: &QkNorm<'_>,
-        opts: &Apply<'_>,
-    ) -> Result<(), RopeError> {
-        let has_k = k.is_some();
-        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
-        let plans = norm.plans(self.params.head_dim, has_k)?;
-        self.run_norm(tokens, &tensors, &plans, opts)
-    }
-
-    /// As [`Rope::norm_qk`].
-    ///
-    /// # Errors
-    /// See [`Rope::norm_qk`].
-    pub fn norm_qk<T: Element>(
-        &self,
-        q: HeadsMut<'_, T>,
-        k: Option<HeadsMut<'_, T>>,
-        norm: &QkNorm<'_>,
-    ) -> Result<(), RopeError> {
-        let has_k = k.is_some();
-        let (tokens, tensors) = self.qk_tensors(q, k)?;
-        let plans = norm.plans(self.params.head_dim, has_k)?;
-        let norm_fn = T::norm_fn(self.kernels());
-        let hd = self.params.head_dim;
+        let (tokens, tensors) = r.qk_tensors(q, k)?;
+        let plans = norm.plans(r.params.head_dim, has_k)?;
+        let norm_fn = T::norm_fn(r.kernels());
+        let hd = r.params.head_dim;
         let large = prefetch_worthy(&tensors, hd, tokens);
         for (x, plan) in tensors.iter().zip(&plans) {
             let Some(x) = x else { continue };
@@ -311,8 +270,10 @@ impl RopeRef<'_> {
         }
         Ok(())
     }
+}
 
-    /// The checks of [`RopeRef::run`] (positions, table), then the fused pass over every
+impl RopeView<'_> {
+    /// The checks of [`RopeView::run`] (positions, table), then the fused pass over every
     /// token with the call's frequencies.
     fn run_norm<T: Element>(
         &self,
@@ -328,7 +289,7 @@ impl RopeRef<'_> {
         if !self.per_call(seq_len) {
             let mut fixed = FixedFreqs;
             let freqs = self.freqs_at(seq_len, &mut fixed)?;
-            // SAFETY: as in `RopeRef::run_with`: validated views of buffers this call
+            // SAFETY: as in `RopeView::run_with`: validated views of buffers this call
             // borrows, `tokens` long; positions and table checked; dispatcher kernels.
             unsafe { norm_rotate_tokens(&p, &freqs, tensors, plans, 0..tokens) };
             return Ok(());

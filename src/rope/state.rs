@@ -1,11 +1,7 @@
-//! [`RopeState`]: a RoPE built in caller memory sized to its configuration (issue 13).
-//!
-//! A [`Rope`](crate::Rope) holds fixed arrays for `MAX_ROTARY_DIM` (about 11 KiB) and is
-//! returned by value: fine on a desktop, the whole stack on a microcontroller. A
-//! `RopeState` is a few words; its tables live in two caller slices of exactly
-//! [`RopeState::table_lens`] elements (28 bytes per pair, twice for LongRoPE), computed
-//! where they are kept, so neither creating it nor using it puts a table-sized value on
-//! the stack.
+//! [`RopeState`]: the fixed-size part of a [`Rope`], whose tables live in two slices of
+//! exactly [`Rope::table_lens`] elements (28 bytes per pair, twice for LongRoPE), computed
+//! where they are kept (a box, or caller memory: [`Rope::new_in`]), so neither creating a
+//! `Rope` nor using it puts a table-sized value on the stack.
 
 use crate::config::{AngleMode, RopeParams, MAX_PAIRS};
 use crate::dispatch::Tier;
@@ -13,29 +9,17 @@ use crate::error::RopeError;
 use crate::freq::{
     check_inv_freq, compute_inv_freq, derive_tables, FreqRef, LongRopeRef, ScalingRef, MAX_INV_FREQ,
 };
-use crate::rope::RopeRef;
+use crate::rope::{Rope, RopeView, Tables};
 
 /// f64 tables of one frequency set: `inv_freq`, `turns_hi`, `turns_lo`.
 const F64_TABLES: usize = 3;
 
-/// The fixed-size part of a RoPE whose tables are in caller memory: the configuration
-/// (without its arrays), the attention factors and the tier. Made by [`RopeState::init`],
-/// used through [`RopeState::rope`] with the same two slices.
-///
-/// ```
-/// use rope_kernels::{Apply, HeadsMut, RopeParams, RopeState, View};
-///
-/// // head_dim 64: 32 pairs, 32 * 3 f64 and 32 f32 of tables, e.g. static arrays.
-/// let params = RopeParams::new(64, 10_000.0);
-/// let (n64, n32) = RopeState::table_lens(&params)?;
-/// let (mut f64s, mut f32s) = ([0.0f64; 96], [0.0f32; 32]);
-/// assert_eq!((n64, n32), (96, 32));
-/// let state = RopeState::init(&params, None, &mut f64s, &mut f32s)?;
-/// let rope = state.rope(&f64s, &f32s).expect("the slices init filled");
-/// let mut q = [0.5f32; 2 * 4 * 64];
-/// rope.apply(HeadsMut::new(&mut q, View::bshd(2, 4, 64)), &Apply::start(7))?;
-/// # Ok::<(), rope_kernels::RopeError>(())
-/// ```
+/// The fixed-size part of a [`Rope`]: the configuration (without its arrays), the
+/// attention factors and the tier; its tables are elsewhere (the caller's slices, a box).
+/// Position-independent and `Copy`: what the C ABI keeps in a handle's header, the tables
+/// right after it ([`Rope::state`], [`RopeState::rope`]). Not part of the Rust API: a
+/// [`Rope`] is that.
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
 pub struct RopeState {
     /// The configuration with its arrays dropped (their values are in the tables); the angle
@@ -49,24 +33,18 @@ pub struct RopeState {
 }
 
 impl RopeState {
-    /// The lengths `(f64 elements, f32 elements)` of the two table slices of `params`:
-    /// `(3 * pairs, pairs)`, twice that for LongRoPE (short and long frequencies, so that no
-    /// call computes frequencies), with `pairs = rotary_dim / 2`.
-    ///
-    /// # Errors
-    /// Those of [`RopeParams::validate`].
-    pub fn table_lens(params: &RopeParams<'_>) -> Result<(usize, usize), RopeError> {
+    /// As [`Rope::table_lens`].
+    pub(crate) fn table_lens(params: &RopeParams<'_>) -> Result<(usize, usize), RopeError> {
         params.validate()?;
         let sets = sets_of(&params.scaling);
         Ok((sets * F64_TABLES * params.pairs(), sets * params.pairs()))
     }
 
-    /// Every check of [`RopeState::init`], writing nothing; returns
-    /// [`RopeState::table_lens`].
-    ///
-    /// # Errors
-    /// Those of [`RopeState::init`] but [`RopeError::TableShape`].
-    pub fn check(params: &RopeParams<'_>, inv_freq_f32: Option<&[f32]>) -> Result<(usize, usize), RopeError> {
+    /// As [`Rope::check_in`].
+    pub(crate) fn check(
+        params: &RopeParams<'_>,
+        inv_freq_f32: Option<&[f32]>,
+    ) -> Result<(usize, usize), RopeError> {
         let lens = RopeState::table_lens(params)?;
         let pairs = params.pairs();
         // The frequencies of the first call and of the longest (as `Rope::new`), then the
@@ -86,17 +64,9 @@ impl RopeState {
         Ok(lens)
     }
 
-    /// Validates `params` (and the optional caller f32 `inv_freq` table, as
-    /// [`Rope::with_hf_inv_freq`](crate::Rope::with_hf_inv_freq), which then sets
-    /// [`AngleMode::HfCompatible`]) and computes the frequencies into `f64s` and `f32s`
-    /// (of exactly [`RopeState::table_lens`] elements).
-    ///
-    /// # Errors
-    /// Those of [`Rope::new`](crate::Rope::new) and
-    /// [`Rope::with_hf_inv_freq`](crate::Rope::with_hf_inv_freq), in that order;
-    /// [`RopeError::TableShape`] for slices of other lengths. The slices are written only
-    /// when it succeeds.
-    pub fn init(
+    /// Validates `params` (and the optional caller f32 `inv_freq` table) and computes the
+    /// frequencies into `f64s` and `f32s`: see [`Rope::new_in`].
+    pub(crate) fn init(
         params: &RopeParams<'_>,
         inv_freq_f32: Option<&[f32]>,
         f64s: &mut [f64],
@@ -146,10 +116,10 @@ impl RopeState {
         })
     }
 
-    /// The RoPE of these tables (the slices [`RopeState::init`] filled, or copies of them);
-    /// `None` if their lengths are not this state's.
+    /// The RoPE of these tables (the slices [`Rope::new_in`] filled, or copies of them);
+    /// `None` if their lengths are not this state's. See [`Rope::with_tables`].
     #[inline]
-    pub fn rope<'a>(&self, f64s: &'a [f64], f32s: &'a [f32]) -> Option<RopeRef<'a>> {
+    pub fn rope<'a>(&self, f64s: &'a [f64], f32s: &'a [f32]) -> Option<Rope<'a>> {
         let pairs = self.params.pairs();
         if pairs == 0
             || pairs > MAX_PAIRS
@@ -158,6 +128,14 @@ impl RopeState {
         {
             return None;
         }
+        Some(Rope { state: *self, tables: Tables::Borrowed { f64s, f32s } })
+    }
+
+    /// The borrowed form every call runs on, over tables of this state's lengths (those of a
+    /// [`Rope`] made from it).
+    #[inline]
+    pub(crate) fn view<'a>(&self, f64s: &'a [f64], f32s: &'a [f32]) -> RopeView<'a> {
+        let pairs = self.params.pairs();
         let set = |s: usize| {
             let c64 = &f64s[s * F64_TABLES * pairs..(s + 1) * F64_TABLES * pairs];
             FreqRef {
@@ -169,25 +147,31 @@ impl RopeState {
             }
         };
         let long = if self.sets == 2 { Some(set(1)) } else { None };
-        Some(RopeRef::from_parts(self.params, set(0), long, self.caller_f32, self.tier))
+        RopeView { params: self.params, freqs: set(0), long, caller_f32: self.caller_f32, tier: self.tier }
     }
 
-    /// The table lengths of this state, as [`RopeState::table_lens`] gave them.
+    /// The configuration (arrays dropped; the angle mode is the effective one).
+    #[inline]
+    pub(crate) fn params(&self) -> &RopeParams<'static> {
+        &self.params
+    }
+
+    /// Marks the f32 tables as the caller's ([`Rope::with_hf_inv_freq`]).
+    #[cfg(feature = "alloc")]
+    pub(crate) fn set_caller_f32(&mut self) {
+        self.caller_f32 = true;
+        self.params.angle_mode = AngleMode::HfCompatible;
+    }
+
+    /// The table lengths of this state, as [`Rope::table_lens`] gave them.
     pub fn lens(&self) -> (usize, usize) {
         let pairs = self.params.pairs();
         (self.sets * F64_TABLES * pairs, self.sets * pairs)
     }
 
-    /// Pins the calls of this state to `tier` (as [`Rope::with_tier`](crate::Rope::with_tier)).
-    ///
-    /// # Errors
-    /// [`RopeError::TierUnavailable`] if this build or CPU lacks the tier.
-    pub fn with_tier(mut self, tier: Tier) -> Result<Self, RopeError> {
-        if !tier.is_available() {
-            return Err(RopeError::TierUnavailable);
-        }
+    /// Pins the calls of this state to `tier` (checked by [`Rope::with_tier`]).
+    pub(crate) fn set_tier(&mut self, tier: Tier) {
         self.tier = Some(tier);
-        Ok(self)
     }
 }
 

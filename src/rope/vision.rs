@@ -1,16 +1,18 @@
 //! 2-D RoPE of vision encoders: two position streams (patch row h, patch column w).
 
 use super::axes::{self, AxisApply, AxisFreqs};
-use super::{Heads, HeadsMut, Rope, RopeRef};
-use crate::config::{RopeConfig, MAX_PAIRS};
+use super::{Heads, HeadsMut, Rope, RopeView};
+#[cfg(feature = "alloc")]
+use crate::config::RopeConfig;
+use crate::config::MAX_PAIRS;
 use crate::dispatch::Tier;
 use crate::element::Element;
 use crate::error::RopeError;
+use crate::freq::Frequencies;
 use crate::freq::ScalingRef;
-use crate::freq::{Frequencies, Scaling};
 
 /// Per-call options of [`VisionRope`]: the two position streams `[h, w]` (or a per-token
-/// table) and the direction.
+/// table) and the direction (48 bytes on 64-bit targets).
 pub type VisionApply<'a> = AxisApply<'a, 2>;
 
 /// 2-D vision RoPE (Qwen2-VL / Qwen2.5-VL ViT, transformers `Qwen2VLVisionRotaryEmbedding`
@@ -39,14 +41,16 @@ pub type VisionApply<'a> = AxisApply<'a, 2>;
 /// vit.apply(HeadsMut::new(&mut q, View::bshd(24, 16, 80)), &VisionApply::ids([&h, &w]))?;
 /// # Ok::<(), rope_kernels::RopeError>(())
 /// ```
+///
+/// The handle is the size of a [`Rope`] (192 bytes on 64-bit targets): the per-pair axis
+/// tables are built per call from the 1-D frequencies.
 #[derive(Clone, Debug)]
-pub struct VisionRope {
-    rope: Rope,
-    axis: Frequencies,
-    axes: AxisFreqs,
+pub struct VisionRope<'a> {
+    rope: Rope<'a>,
 }
 
-impl VisionRope {
+#[cfg(feature = "alloc")]
+impl VisionRope<'static> {
     /// Validates `config` (`head_dim`, `rotary_dim`, `theta`, layout, angle mode; as
     /// [`Rope::new`]) and computes the per-axis frequencies.
     ///
@@ -55,54 +59,49 @@ impl VisionRope {
     /// multiple of 4; [`RopeError::UnsupportedScaling`] for any scaling (vision encoders
     /// have none).
     pub fn new(config: RopeConfig) -> Result<Self, RopeError> {
-        let rope = Rope::new(config)?;
-        let config = rope.config();
-        if !matches!(config.scaling, Scaling::None) {
+        VisionRope::from_rope(Rope::new(config)?)
+    }
+}
+
+impl<'a> VisionRope<'a> {
+    /// Vision RoPE on `rope` (e.g. one in caller memory, [`Rope::new_in`]).
+    ///
+    /// # Errors
+    /// Those of [`VisionRope::new`] after [`Rope::new`]'s.
+    pub fn from_rope(rope: Rope<'a>) -> Result<Self, RopeError> {
+        let p = rope.params();
+        if !matches!(p.scaling, ScalingRef::None) {
             return Err(RopeError::UnsupportedScaling {
                 operation: "vision",
-                scaling: config.scaling.name(),
+                scaling: scaling_name(&p.scaling),
             });
         }
-        let rd = config.rotary_dim;
-        if !rd.is_multiple_of(4) {
-            return Err(RopeError::InvalidRotaryDim { rotary_dim: rd });
+        if !p.rotary_dim.is_multiple_of(4) {
+            return Err(RopeError::InvalidRotaryDim { rotary_dim: p.rotary_dim });
         }
-        let quarter = rd / 4;
-        // The per-axis frequencies theta^(-2k / (rd / 2)) are the 1-D RoPE's even ones,
-        // theta^(-2(2k) / rd): the same f64 exponent (one rational, rounded once), so the
-        // same bits; `axis` holds them again as a 1-D set of `rd / 4` pairs, to show.
-        let axis = Frequencies::new(&RopeConfig::new(rd / 2, config.theta), 0)?;
-        let axes = AxisFreqs::new(
-            rd / 2,
-            2,
-            vision_stream(quarter),
-            vision_freq(quarter),
-            &rope.frequencies().view(),
-        );
-        Ok(VisionRope { rope, axis, axes })
+        Ok(VisionRope { rope })
     }
 
     /// Uses transformers' own f32 per-axis `inv_freq` (`rotary_dim / 4` values, the
     /// `inv_freq` buffer of `Qwen2VLVisionRotaryEmbedding`) and switches to
-    /// [`AngleMode::HfCompatible`](crate::AngleMode::HfCompatible): angles are
-    /// `f32(h) * inv_freq[k]` rounded in f32, as `torch.outer(seq, inv_freq)` forms them.
+    /// [`AngleMode::HfCompatible`](crate::AngleMode::HfCompatible), as
+    /// [`Rope::with_hf_inv_freq`].
     ///
     /// # Errors
-    /// [`RopeError::InvFreqLength`] if `inv_freq.len() != rotary_dim / 4`;
-    /// [`RopeError::InvalidScalingParameter`] (`"inv_freq"`) for a value outside `[0, 2^95]`.
+    /// [`RopeError::InvFreqLength`] if `inv_freq.len() != rotary_dim / 4`; those of
+    /// [`Rope::with_hf_inv_freq`] for the values.
+    #[cfg(feature = "alloc")]
     pub fn with_hf_inv_freq(mut self, inv_freq: &[f32]) -> Result<Self, RopeError> {
-        let quarter = self.axes.pairs() / 2;
+        let quarter = self.rope.pairs() / 2;
         if inv_freq.len() != quarter {
             return Err(RopeError::InvFreqLength { expected: quarter, len: inv_freq.len() });
         }
-        self.axis.set_inv_freq_f32(inv_freq)?;
         // Value k at 1-D pairs 2k (the one read) and 2k + 1.
         let mut full = [0.0f32; MAX_PAIRS];
         for (i, f) in full[..2 * quarter].iter_mut().enumerate() {
             *f = inv_freq[i / 2];
         }
         self.rope = self.rope.with_hf_inv_freq(&full[..2 * quarter])?;
-        self.axes.set_base(&self.rope.frequencies().view());
         Ok(self)
     }
 
@@ -115,14 +114,34 @@ impl VisionRope {
         Ok(self)
     }
 
-    /// The configuration and tier (its own frequencies are those of a 1-D RoPE and unused).
-    pub fn rope(&self) -> &Rope {
+    /// The configuration and tier; its frequencies are those of a 1-D RoPE, of which the
+    /// even pairs are the per-axis ones.
+    pub fn rope(&self) -> &Rope<'a> {
         &self.rope
     }
 
-    /// The per-axis frequencies (`rotary_dim / 4` pairs).
-    pub fn axis_frequencies(&self) -> &Frequencies {
-        &self.axis
+    /// The per-axis frequencies (`rotary_dim / 4` pairs): `theta^(-2k / (rotary_dim / 2))`,
+    /// the 1-D RoPE's even pairs (the same f64 exponent, one rational rounded once, so the
+    /// same bits), with the caller's f32 table if [`VisionRope::with_hf_inv_freq`] gave one.
+    pub fn axis_frequencies(&self) -> Frequencies {
+        let r = self.rope.view();
+        let quarter = r.pairs() / 2;
+        let (mut inv, mut hi, mut lo) = ([0.0f64; MAX_PAIRS], [0.0f64; MAX_PAIRS], [0.0f64; MAX_PAIRS]);
+        let mut f32s = [0.0f32; MAX_PAIRS];
+        for k in 0..quarter {
+            inv[k] = r.freqs.inv_freq[2 * k];
+            hi[k] = r.freqs.turns_hi[2 * k];
+            lo[k] = r.freqs.turns_lo[2 * k];
+            f32s[k] = r.freqs.inv_freq_f32[2 * k];
+        }
+        let axis = crate::freq::FreqRef {
+            inv_freq: &inv[..quarter],
+            inv_freq_f32: &f32s[..quarter],
+            turns_hi: &hi[..quarter],
+            turns_lo: &lo[..quarter],
+            attention_factor: r.freqs.attention_factor,
+        };
+        Frequencies::from_ref(&axis, r.caller_f32)
     }
 
     /// Fills a per-token cos/sin table: row `n` is patch `n` at `(position_ids[0][n],
@@ -137,7 +156,7 @@ impl VisionRope {
         cos: &mut [f32],
         sin: &mut [f32],
     ) -> Result<(), RopeError> {
-        axes::fill_table(&self.rope.as_ref(), &self.axes, position_ids, cos, sin)
+        self.rope.fill_vision_table(position_ids, cos, sin)
     }
 
     /// [`VisionRope::fill_table`] into a new per-token table (`tokens` rows, each array on a
@@ -148,7 +167,8 @@ impl VisionRope {
     /// [`RopeError::OutOfMemory`] if the allocator refuses the tables.
     #[cfg(feature = "alloc")]
     pub fn build_table(&self, position_ids: [&[u32]; 2]) -> Result<crate::RopeCache, RopeError> {
-        axes::build_table(&self.rope.as_ref(), &self.axes, position_ids)
+        let r = self.rope.view();
+        axes::build_table(&r, &r.vision_axes()?, position_ids)
     }
 
     /// Rotates one tensor in place.
@@ -169,9 +189,7 @@ impl VisionRope {
         k: Option<HeadsMut<'_, T>>,
         opts: &VisionApply<'_>,
     ) -> Result<(), RopeError> {
-        let r = self.rope.as_ref();
-        let (tokens, tensors) = r.qk_tensors(q, k)?;
-        axes::run(&r, &self.axes, tokens, &tensors, opts, None)
+        self.rope.apply_vision_qk(q, k, opts)
     }
 
     /// Rotates q and (optionally) k out of place.
@@ -185,13 +203,26 @@ impl VisionRope {
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
         opts: &VisionApply<'_>,
     ) -> Result<(), RopeError> {
-        let r = self.rope.as_ref();
-        let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
-        axes::run(&r, &self.axes, tokens, &tensors, opts, None)
+        self.rope.apply_vision_qk_into(q, q_out, k, opts)
     }
 }
 
 /// The stream of vision pair `j`: 0 (h) below `quarter = rotary_dim / 4`, else 1 (w).
+/// [`Scaling::name`](crate::Scaling::name) of a borrowed scaling.
+fn scaling_name(s: &ScalingRef<'_>) -> &'static str {
+    match s {
+        ScalingRef::None => "default",
+        ScalingRef::Linear { .. } => "linear",
+        ScalingRef::DynamicNtk { .. } => "dynamic",
+        ScalingRef::NtkAlpha { .. } => "ntk_alpha",
+        ScalingRef::Yarn(_) => "yarn",
+        ScalingRef::Llama3 { .. } => "llama3",
+        ScalingRef::LongRope(_) => "longrope",
+        ScalingRef::Proportional { .. } => "proportional",
+        ScalingRef::FreqFactors(_) => "freq_factors",
+    }
+}
+
 pub(crate) fn vision_stream(quarter: usize) -> impl Fn(usize) -> usize {
     move |j| usize::from(j >= quarter)
 }
@@ -261,20 +292,7 @@ pub fn vision_position_ids(
 /// `rotary_dim`, `theta`, no scaling; as the C ABI holds it): the same operation and bits as
 /// [`VisionRope`], whose per-axis frequency `k` is this RoPE's `inv_freq[2k]` (for a caller
 /// f32 table too: put HF's per-axis value `k` at index `2k`).
-impl RopeRef<'_> {
-    /// The pair tables of a vision call, after its configuration checks.
-    fn vision_axes(&self) -> Result<AxisFreqs, RopeError> {
-        if !matches!(self.params.scaling, ScalingRef::None) {
-            return Err(RopeError::UnsupportedScaling { operation: "vision", scaling: "scaled" });
-        }
-        let rd = self.params.rotary_dim;
-        if !rd.is_multiple_of(4) {
-            return Err(RopeError::InvalidRotaryDim { rotary_dim: rd });
-        }
-        let q = rd / 4;
-        Ok(AxisFreqs::new(rd / 2, 2, vision_stream(q), vision_freq(q), &self.freqs))
-    }
-
+impl Rope<'_> {
     /// As [`VisionRope::apply_qk`] with this RoPE's configuration and frequencies.
     ///
     /// # Errors
@@ -287,15 +305,16 @@ impl RopeRef<'_> {
         k: Option<HeadsMut<'_, T>>,
         opts: &VisionApply<'_>,
     ) -> Result<(), RopeError> {
-        let axes = self.vision_axes()?;
-        let (tokens, tensors) = self.qk_tensors(q, k)?;
-        axes::run(self, &axes, tokens, &tensors, opts, None)
+        let r = self.view();
+        let axes = r.vision_axes()?;
+        let (tokens, tensors) = r.qk_tensors(q, k)?;
+        axes::run(&r, &axes, tokens, &tensors, opts, None)
     }
 
     /// As [`VisionRope::apply_qk_into`] with this RoPE's configuration and frequencies.
     ///
     /// # Errors
-    /// As [`RopeRef::apply_vision_qk`].
+    /// As [`Rope::apply_vision_qk`].
     pub fn apply_vision_qk_into<T: Element>(
         &self,
         q: Heads<'_, T>,
@@ -303,18 +322,19 @@ impl RopeRef<'_> {
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
         opts: &VisionApply<'_>,
     ) -> Result<(), RopeError> {
-        let axes = self.vision_axes()?;
-        let (tokens, tensors) = self.qk_into_tensors(q, q_out, k)?;
-        axes::run(self, &axes, tokens, &tensors, opts, None)
+        let r = self.view();
+        let axes = r.vision_axes()?;
+        let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
+        axes::run(&r, &axes, tokens, &tensors, opts, None)
     }
 
     /// As [`VisionRope::fill_table`] with this RoPE's configuration and frequencies: row `n`
     /// is patch `n` at `(position_ids[0][n], position_ids[1][n])` = `(h, w)`, the frequency
     /// index restarting per axis (not the global index of
-    /// [`RopeRef::fill_mrope_table`], whose table is wrong for vision).
+    /// [`Rope::fill_mrope_table`], whose table is wrong for vision).
     ///
     /// # Errors
-    /// As [`RopeRef::apply_vision_qk`]'s configuration checks, then
+    /// As [`Rope::apply_vision_qk`]'s configuration checks, then
     /// [`MRope::fill_table`](crate::MRope::fill_table)'s.
     pub fn fill_vision_table(
         &self,
@@ -322,7 +342,23 @@ impl RopeRef<'_> {
         cos: &mut [f32],
         sin: &mut [f32],
     ) -> Result<(), RopeError> {
-        let axes = self.vision_axes()?;
-        axes::fill_table(self, &axes, position_ids, cos, sin)
+        let r = self.view();
+        let axes = r.vision_axes()?;
+        axes::fill_table(&r, &axes, position_ids, cos, sin)
+    }
+}
+
+impl RopeView<'_> {
+    /// The pair tables of a vision call, after its configuration checks.
+    pub(super) fn vision_axes(&self) -> Result<AxisFreqs, RopeError> {
+        if !matches!(self.params.scaling, ScalingRef::None) {
+            return Err(RopeError::UnsupportedScaling { operation: "vision", scaling: "scaled" });
+        }
+        let rd = self.params.rotary_dim;
+        if !rd.is_multiple_of(4) {
+            return Err(RopeError::InvalidRotaryDim { rotary_dim: rd });
+        }
+        let q = rd / 4;
+        Ok(AxisFreqs::new(rd / 2, 2, vision_stream(q), vision_freq(q), &self.freqs))
     }
 }

@@ -1,10 +1,10 @@
-//! The one walk of every call: the checks after the views ([`RopeRef::check_call`]), the
+//! The one walk of every call: the checks after the views ([`RopeView::check_call`]), the
 //! frequencies of the call, and the per-token loop that calls the kernels
 //! ([`rotate_tokens`]).
 
 use core::ops::Range;
 
-use super::{Apply, CosSin, Direction, Heads, HeadsMut, Positions, RopeRef};
+use super::{Apply, CosSin, Direction, Heads, HeadsMut, Positions, RopeView};
 use crate::config::{AngleMode, Layout, MAX_PAIRS};
 use crate::cossin::{fill_row, CosSinTable};
 use crate::element::Element;
@@ -14,8 +14,8 @@ use crate::kernels::sincos::SinCos;
 use crate::kernels::{Kernels, RotateArgs};
 use crate::view::View;
 
-impl<'r> RopeRef<'r> {
-    /// Validates positions and the cos/sin source ([`RopeRef::check_call`]), then rotates every
+impl<'r> RopeView<'r> {
+    /// Validates positions and the cos/sin source ([`RopeView::check_call`]), then rotates every
     /// token ([`rotate_tokens`]).
     #[inline(always)]
     pub(super) fn run<T: Element>(
@@ -61,7 +61,7 @@ impl<'r> RopeRef<'r> {
         self.run_dynamic::<F, MAX_PAIRS>(seq_len, cos_sin, body)
     }
 
-    /// [`RopeRef::with_freqs`] for frequencies stored in the object. Out of line on 32-bit
+    /// [`RopeView::with_freqs`] for frequencies stored in the object. Out of line on 32-bit
     /// targets (its own frame, for the microcontroller stack bound of issue 13); inlined on
     /// 64-bit ones, where the extra call measured +6-12% on decode (scripts/bench-gate.sh).
     #[cfg_attr(target_pointer_width = "64", inline(always))]
@@ -75,7 +75,7 @@ impl<'r> RopeRef<'r> {
         self.run_with(seq_len, cos_sin, &mut FixedFreqs, body)
     }
 
-    /// [`RopeRef::with_freqs`] for frequencies that depend on the call's length (dynamic NTK,
+    /// [`RopeView::with_freqs`] for frequencies that depend on the call's length (dynamic NTK,
     /// LongRoPE): out of line, so that only these calls carry the per-call
     /// [`Frequencies`](crate::Frequencies) on their stack.
     #[inline(never)]
@@ -89,7 +89,7 @@ impl<'r> RopeRef<'r> {
         self.run_call(seq_len, cos_sin, &mut dynamic, body)
     }
 
-    /// The body of [`RopeRef::run_dynamic`], once for every slot size (less code: issue 13).
+    /// The body of [`RopeView::run_dynamic`], once for every slot size (less code: issue 13).
     #[inline(never)]
     pub(super) fn run_call<F: FnOnce(&FreqRef<'_>)>(
         &self,
@@ -174,7 +174,7 @@ impl<'r> RopeRef<'r> {
     /// order): the `position_ids` count or `start` overflow, then the table width, then the
     /// largest position against the table rows. For a call that writes (some token, some
     /// head) it then returns the call's length (largest position + 1), which picks its
-    /// frequencies ([`RopeRef::freqs_at`]); `None` for an `Ok` no-op.
+    /// frequencies ([`RopeView::freqs_at`]); `None` for an `Ok` no-op.
     #[inline]
     pub(super) fn check_call<T>(
         &self,
@@ -244,10 +244,10 @@ pub(super) fn check_table(pairs: usize, cos_sin: CosSin<'_>, max_pos: Option<u32
     Ok(())
 }
 
-/// Where [`RopeRef::check_call`] puts the frequencies of a call that depend on its length.
+/// Where [`RopeView::check_call`] puts the frequencies of a call that depend on its length.
 pub(crate) trait FreqSlot {
     /// Computes the frequencies of a call of length `seq_len` into the slot.
-    fn fill<'f>(&'f mut self, rope: &RopeRef<'_>, seq_len: u64) -> Result<FreqRef<'f>, RopeError>;
+    fn fill<'f>(&'f mut self, rope: &RopeView<'_>, seq_len: u64) -> Result<FreqRef<'f>, RopeError>;
 }
 
 /// The frequencies of one call computed for its length (dynamic NTK, LongRoPE without
@@ -289,7 +289,7 @@ impl<const N: usize> CallFreqs<N> {
 
 impl<const N: usize> FreqSlot for CallFreqs<N> {
     #[inline(never)]
-    fn fill<'f>(&'f mut self, rope: &RopeRef<'_>, seq_len: u64) -> Result<FreqRef<'f>, RopeError> {
+    fn fill<'f>(&'f mut self, rope: &RopeView<'_>, seq_len: u64) -> Result<FreqRef<'f>, RopeError> {
         let n = rope.pairs();
         if n > N {
             // Callers size the slot by the pairs; never taken.
@@ -314,12 +314,12 @@ impl<const N: usize> FreqSlot for CallFreqs<N> {
 
 /// The slot of calls whose frequencies do not depend on their length: no storage, so
 /// their stack carries no [`Frequencies`](crate::Frequencies) (issue 13). Never filled
-/// ([`RopeRef::run`] takes it only when `!depends_on_seq_len()`, where `check_call` returns
+/// ([`RopeView::run`] takes it only when `!depends_on_seq_len()`, where `check_call` returns
 /// the object's own).
 pub(super) struct FixedFreqs;
 
 impl FreqSlot for FixedFreqs {
-    fn fill<'f>(&'f mut self, _: &RopeRef<'_>, _: u64) -> Result<FreqRef<'f>, RopeError> {
+    fn fill<'f>(&'f mut self, _: &RopeView<'_>, _: u64) -> Result<FreqRef<'f>, RopeError> {
         Err(RopeError::InvalidScalingParameter { name: "seq_len" })
     }
 }
@@ -481,7 +481,7 @@ pub(super) fn on_the_fly_large(
 ///   distinct `&mut [T]`), and `range` lies within their token count;
 /// - nothing else reads or writes the output rows, or writes the input rows, of the tokens
 ///   of `range` while this runs;
-/// - the positions and cos/sin source of `p` passed [`RopeRef::check_call`] for that token
+/// - the positions and cos/sin source of `p` passed [`RopeView::check_call`] for that token
 ///   count (so every position of `range` has a table row), and `p.kernels` came from the
 ///   dispatcher (the CPU has their features).
 ///

@@ -309,7 +309,7 @@ pub fn check(bytes: &[u8]) -> bool {
         "Rope::new against Frequencies::new: {cfg:?}"
     );
     let Ok(rope) = rope else { return false };
-    check_frequencies(rope.frequencies(), cfg, "Rope::frequencies");
+    check_frequencies(&rope.frequencies(), cfg, "Rope::frequencies");
     match rope.frequencies_at(case.seq_len) {
         Ok(f) => check_frequencies(&f, cfg, "frequencies_at"),
         Err(e) => assert!(documented(&e), "frequencies_at({}): {e:?}: {cfg:?}", case.seq_len),

@@ -81,8 +81,8 @@ impl MRopeCase {
 
 /// The object under test on one tier.
 enum Op {
-    M(Box<MRope>),
-    V(Box<VisionRope>),
+    M(Box<MRope<'static>>),
+    V(Box<VisionRope<'static>>),
 }
 
 /// One tier's buffers after the call, and its result.

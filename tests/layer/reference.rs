@@ -232,7 +232,7 @@ impl BatchData {
 
 /// Random Rope: head_dim 64 (q8_0 needs whole blocks), full or partial rotary_dim, either
 /// layout, plain or Llama 3 scaling.
-fn random_rope(rng: &mut SmallRng) -> Rope {
+fn random_rope(rng: &mut SmallRng) -> Rope<'static> {
     let hd = 64;
     let mut c = RopeConfig::new(hd, 10_000.0)
         .with_rotary_dim([64, 32, 16][rng.random_range(0..3)])

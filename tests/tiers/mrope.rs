@@ -4,8 +4,8 @@ use super::*;
 
 /// An MRoPE or vision RoPE object, so one case runner covers both.
 enum MultiRope {
-    M(Box<rope_kernels::MRope>),
-    V(Box<rope_kernels::VisionRope>),
+    M(Box<rope_kernels::MRope<'static>>),
+    V(Box<rope_kernels::VisionRope<'static>>),
 }
 
 impl MultiRope {

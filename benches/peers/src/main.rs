@@ -258,8 +258,8 @@ fn group_digits(ns: f64) -> String {
 
 struct Setup {
     /// half-split and interleaved objects.
-    hs: Rope,
-    il: Rope,
+    hs: Rope<'static>,
+    il: Rope<'static>,
     cos: Vec<f32>,
     sin: Vec<f32>,
     pool1: rayon::ThreadPool,

@@ -36,7 +36,7 @@ fn split<T: Element>(chunk: TokenChunk<'_, T>, grain: usize) {
     }
 }
 
-impl Rope {
+impl Rope<'_> {
     /// [`Rope::apply_qk`] with the tokens split over rayon's current pool
     /// ([`rayon::current_num_threads`]; `ThreadPool::install` picks another). Output
     /// bit-identical to [`Rope::apply_qk`]. Calls with less than 64 Ki elements (q and k

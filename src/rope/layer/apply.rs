@@ -1,5 +1,5 @@
 //! The attention-layer call: its checks in the documented order and its run
-//! ([`RopeRef::apply_layer`], [`Rope::apply_layer`]).
+//! ([`Rope::apply_layer`]).
 
 use super::overlap::sets_overlap;
 use super::slots::{check_batch, check_slots, same_slots, sequences};
@@ -8,74 +8,9 @@ use super::{Batch, Dest, HeadSet, LayerApply, Qkv, Slots};
 use crate::element::Element;
 use crate::error::{Operand, RopeError};
 use crate::kernels::{self, q8_0::CacheElement};
-use crate::rope::{Apply, Positions, Rope, RopeRef, TokenParams};
+use crate::rope::{Apply, Positions, Rope, RopeView, TokenParams};
 
-impl RopeRef<'_> {
-    /// As [`Rope::apply_layer`](crate::Rope::apply_layer).
-    ///
-    /// # Errors
-    /// See [`Rope::apply_layer`](crate::Rope::apply_layer).
-    pub fn apply_layer<I: Element, Q: CacheElement, K: CacheElement, V: CacheElement>(
-        &self,
-        qkv: Qkv<'_, I>,
-        q: Dest<'_, Q>,
-        k: Dest<'_, K>,
-        v: Dest<'_, V>,
-        opts: &LayerApply<'_>,
-    ) -> Result<(), RopeError> {
-        self.apply_layer_erased(qkv, ErasedDest::new(q), ErasedDest::new(k), ErasedDest::new(v), opts)
-    }
-
-    /// [`RopeRef::apply_layer`] with the destinations' types erased ([`ErasedDest::new`]):
-    /// one instance per input type. Hidden: for the C ABI.
-    ///
-    /// # Errors
-    /// Those of [`Rope::apply_layer`](crate::Rope::apply_layer).
-    #[doc(hidden)]
-    pub fn apply_layer_erased<I: Element>(
-        &self,
-        qkv: Qkv<'_, I>,
-        q: ErasedDest<'_>,
-        k: ErasedDest<'_>,
-        v: ErasedDest<'_>,
-        opts: &LayerApply<'_>,
-    ) -> Result<(), RopeError> {
-        let hd = self.params.head_dim;
-        let (src, len, tokens) = (qkv.data.as_mut_ptr(), qkv.data.len(), qkv.tokens);
-        let [qs, ks, vs] = qkv.sets;
-        let parts = [
-            Part::new::<I>(Operand::Q, qs, src, q, hd, true),
-            Part::new::<I>(Operand::K, ks, src, k, hd, true),
-            Part::new::<I>(Operand::V, vs, src, v, hd, false),
-        ];
-        let Some(seq_len) = self.check_layer(len, tokens, &parts, opts)? else {
-            return Ok(());
-        };
-        self.run_layer(tokens, &parts, opts, seq_len)
-    }
-
-    /// As [`Rope::apply_head_sets`](crate::Rope::apply_head_sets).
-    ///
-    /// # Errors
-    /// See [`Rope::apply_head_sets`](crate::Rope::apply_head_sets).
-    pub fn apply_head_sets<T: Element + CacheElement>(
-        &self,
-        buf: &mut [T],
-        tokens: usize,
-        q: HeadSet,
-        k: Option<HeadSet>,
-        opts: &Apply<'_>,
-    ) -> Result<(), RopeError> {
-        let sets = [q, k.unwrap_or_default(), HeadSet::default()];
-        let k = if k.is_some() { Dest::<T>::InPlace } else { Dest::Skip };
-        let layer = LayerApply {
-            batch: Batch::Single(opts.positions),
-            cos_sin: opts.cos_sin,
-            direction: opts.direction,
-        };
-        self.apply_layer(Qkv::new(buf, tokens, sets), Dest::<T>::InPlace, k, Dest::<T>::Skip, &layer)
-    }
-
+impl RopeView<'_> {
     /// Every check of an attention-layer call, in the documented order (see
     /// [`Rope::apply_layer`](crate::Rope::apply_layer)); returns the call's length (largest
     /// position + 1), or `None` for an `Ok` no-op. Type-independent: one copy for every
@@ -194,7 +129,7 @@ impl RopeRef<'_> {
     }
 }
 
-impl Rope {
+impl Rope<'_> {
     /// One attention layer's RoPE in one pass over the fused QKV projection output: q and k
     /// rotated (in place, or read and written elsewhere), v copied, each to its own
     /// destination and element type, for one sequence or a ragged batch.
@@ -314,7 +249,36 @@ impl Rope {
         v: Dest<'_, V>,
         opts: &LayerApply<'_>,
     ) -> Result<(), RopeError> {
-        self.as_ref().apply_layer(qkv, q, k, v, opts)
+        self.apply_layer_erased(qkv, ErasedDest::new(q), ErasedDest::new(k), ErasedDest::new(v), opts)
+    }
+
+    /// [`Rope::apply_layer`] with the destinations' types erased ([`ErasedDest::new`]):
+    /// one instance per input type. Hidden: for the C ABI.
+    ///
+    /// # Errors
+    /// Those of [`Rope::apply_layer`](crate::Rope::apply_layer).
+    #[doc(hidden)]
+    pub fn apply_layer_erased<I: Element>(
+        &self,
+        qkv: Qkv<'_, I>,
+        q: ErasedDest<'_>,
+        k: ErasedDest<'_>,
+        v: ErasedDest<'_>,
+        opts: &LayerApply<'_>,
+    ) -> Result<(), RopeError> {
+        let r = self.view();
+        let hd = r.params.head_dim;
+        let (src, len, tokens) = (qkv.data.as_mut_ptr(), qkv.data.len(), qkv.tokens);
+        let [qs, ks, vs] = qkv.sets;
+        let parts = [
+            Part::new::<I>(Operand::Q, qs, src, q, hd, true),
+            Part::new::<I>(Operand::K, ks, src, k, hd, true),
+            Part::new::<I>(Operand::V, vs, src, v, hd, false),
+        ];
+        let Some(seq_len) = r.check_layer(len, tokens, &parts, opts)? else {
+            return Ok(());
+        };
+        r.run_layer(tokens, &parts, opts, seq_len)
     }
 
     /// Rotates q and (optionally) k in place as two head sets of one buffer (e.g. the q and k
@@ -342,6 +306,13 @@ impl Rope {
         k: Option<HeadSet>,
         opts: &Apply<'_>,
     ) -> Result<(), RopeError> {
-        self.as_ref().apply_head_sets(buf, tokens, q, k, opts)
+        let sets = [q, k.unwrap_or_default(), HeadSet::default()];
+        let k = if k.is_some() { Dest::<T>::InPlace } else { Dest::Skip };
+        let layer = LayerApply {
+            batch: Batch::Single(opts.positions),
+            cos_sin: opts.cos_sin,
+            direction: opts.direction,
+        };
+        self.apply_layer(Qkv::new(buf, tokens, sets), Dest::<T>::InPlace, k, Dest::<T>::Skip, &layer)
     }
 }

@@ -323,7 +323,7 @@ impl<'a, I> Qkv<'a, I> {
 }
 
 /// Per-call options of an attention-layer call. `Default`: one sequence at positions from 0,
-/// cos/sin on the fly, forward.
+/// cos/sin on the fly, forward. `Copy`, 88 bytes on 64-bit targets.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LayerApply<'a> {
     /// The tokens' sequences and positions.

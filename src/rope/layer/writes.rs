@@ -58,7 +58,7 @@ pub(super) struct Part<'s> {
     pub(super) write: unsafe fn(&Part<'s>, &Step<'_>),
 }
 
-/// A [`Dest`] with its element type erased: what [`RopeRef::apply_layer_erased`] takes.
+/// A [`Dest`] with its element type erased: what [`Rope::apply_layer_erased`] takes.
 /// Hidden: for the C ABI, which dispatches dtype tags at run time, so that it carries one
 /// instance of the call per input type (and one [`ErasedDest::new`] per output type)
 /// instead of one per combination of four types.
@@ -153,7 +153,7 @@ impl<'s> Part<'s> {
 /// # Safety
 /// `part` comes from [`Part::new`] with these `I`, `O`, for buffers still borrowed by the
 /// call, has at least one head ([`Part::live`]: a set of 0 heads is not checked), and
-/// passed [`RopeRef::check_layer`](crate::RopeRef::check_layer) for the call's tokens,
+/// passed `RopeView::check_layer` for the call's tokens,
 /// batch and options (`s.t` is one of its tokens, `s.seq`, `s.pos` its sequence and
 /// position); nothing else touches the buffers; `s.p.kernels` comes from the dispatcher.
 pub(super) unsafe fn write_token<I: Element, O: CacheElement>(part: &Part<'_>, s: &Step<'_>) {

@@ -153,7 +153,7 @@ pub struct Config {
     /// The boundary defects `rope_config_validate` must find.
     pub defects: Vec<rope_status>,
     /// The Rust API's `Rope` of the same values.
-    pub rust: Result<Rope, RopeError>,
+    pub rust: Result<Rope<'static>, RopeError>,
 }
 
 impl Config {
@@ -362,7 +362,7 @@ pub struct Handle {
     /// `rope_init`'s storage.
     storage: Option<Region>,
     /// A live handle and the Rust `Rope` of its configuration.
-    pub live: Option<(*mut c::rope_t, Rope)>,
+    pub live: Option<(*mut c::rope_t, Rope<'static>)>,
     heap: bool,
     /// What calls get when there is no live handle: storage holding canary bytes.
     dead: Region,
@@ -512,7 +512,7 @@ impl Handle {
     }
 
     /// The Rust `Rope` of the live handle, on the tier in use.
-    pub fn rope(&self) -> Option<Rope> {
+    pub fn rope(&self) -> Option<Rope<'_>> {
         let (_, r) = self.live.as_ref()?;
         Some(r.clone().with_tier(dispatch::active_tier()).expect("the active tier is available"))
     }

@@ -171,7 +171,7 @@ impl Case {
 }
 
 struct FillTable {
-    rope: Rope,
+    rope: Rope<'static>,
     cos: Vec<f32>,
     sin: Vec<f32>,
 }
@@ -228,7 +228,7 @@ impl<T: Element> Aligned<T> {
 }
 
 struct Call<T> {
-    rope: Rope,
+    rope: Rope<'static>,
     cache: Option<RopeCache>,
     q: Aligned<T>,
     k: Aligned<T>,
@@ -239,7 +239,7 @@ struct Call<T> {
 }
 
 impl<T: Element> Call<T> {
-    fn new(rope: Rope, cache: Option<RopeCache>, shape: Shape) -> Self {
+    fn new(rope: Rope<'static>, cache: Option<RopeCache>, shape: Shape) -> Self {
         let q = Aligned::new(shape.tokens * shape.q_heads * shape.head_dim, 1);
         let k = Aligned::new(shape.tokens * shape.k_heads * shape.head_dim, 2);
         Call {
