@@ -27,7 +27,7 @@ pub fn tiers() -> Vec<Tier> {
 
 /// A handle for `config` pinned to `tier`; asserts that it reports `tier` (`Rope::tier`
 /// names the kernel table its calls use), so a test of a tier cannot run another one.
-pub fn pinned(config: RopeConfig, tier: Tier) -> Rope {
+pub fn pinned(config: RopeConfig, tier: Tier) -> Rope<'static> {
     let rope = Rope::new(config).unwrap().with_tier(tier).unwrap();
     assert_eq!(rope.tier(), tier, "a handle pinned to {tier} runs {}", rope.tier());
     rope
