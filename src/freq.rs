@@ -163,12 +163,14 @@ impl Frequencies {
     }
 
     /// High parts of `inv_freq / 2π mod 1` (at most 21 significant bits each).
+    #[cfg(any(test, feature = "bench-internals"))]
     #[inline]
     pub(crate) fn turns_hi(&self) -> &[f64] {
         &self.turns_hi[..self.pairs]
     }
 
     /// Low parts of `inv_freq / 2π mod 1`.
+    #[cfg(any(test, feature = "bench-internals"))]
     #[inline]
     pub(crate) fn turns_lo(&self) -> &[f64] {
         &self.turns_lo[..self.pairs]
@@ -206,6 +208,7 @@ impl Frequencies {
     }
 
     /// The tables the cos/sin rows are computed from, borrowed.
+    #[cfg(any(test, feature = "bench-internals"))]
     #[inline]
     pub(crate) fn view(&self) -> FreqRef<'_> {
         FreqRef {
