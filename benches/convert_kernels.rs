@@ -23,7 +23,9 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rope_kernels::__bench::{convert_rows, ConvertRows};
 use rope_kernels::dispatch::available_tiers;
-use rope_kernels::{bf16, Apply, BlockQ8_0, CacheElement, HeadsMut, Layout, Rope, RopeConfig, View};
+use rope_kernels::{
+    bf16, ApplyOptions, BlockQ8_0, CacheElement, HeadsMut, PairLayout, Rope, RopeConfig, View,
+};
 
 const TOKENS: usize = 512;
 const HEADS: usize = 8;
@@ -69,7 +71,7 @@ fn convert_with_rows<O: CacheElement>(
             r,
             c,
             s,
-            Layout::HalfSplit,
+            PairLayout::HalfSplit,
             false,
         )
         .unwrap();
@@ -87,7 +89,7 @@ fn flat<O: CacheElement>(tier: rope_kernels::Tier, x: &[f32], out: &mut [O]) {
         dst_token_stride: out.len(),
         dst_head_stride: out.len(),
     };
-    convert_rows(tier, x, out, r, &[], &[], Layout::HalfSplit, false).unwrap();
+    convert_rows(tier, x, out, r, &[], &[], PairLayout::HalfSplit, false).unwrap();
 }
 
 fn bench(c: &mut Criterion) {
@@ -98,8 +100,8 @@ fn bench(c: &mut Criterion) {
     let cos: Vec<f32> = rows.iter().flat_map(|r| r.0.iter().copied()).collect();
     let sin: Vec<f32> = rows.iter().flat_map(|r| r.1.iter().copied()).collect();
     let (cos, sin) = (&cos[..], &sin[..]);
-    let view = View::bshd(TOKENS, HEADS, HEAD_DIM);
-    let opts = Apply::start(0).with_table(cache.table());
+    let view = View::token_major(TOKENS, HEADS, HEAD_DIM);
+    let opts = ApplyOptions::start(0).with_table(cache.table());
     let src = data(n);
     let mut g = c.benchmark_group(format!("convert/{TOKENS}x{HEADS}x{HEAD_DIM}/f32"));
     g.throughput(Throughput::Elements(n as u64));

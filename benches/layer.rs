@@ -35,8 +35,8 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use half::slice::HalfFloatSliceExt;
 use rope_kernels::__bench::{convert_rows, ConvertRows};
 use rope_kernels::{
-    bf16, Apply, Batch, BlockQ8_0, CacheElement, CacheLayout, Dest, HeadSet, HeadsMut, LayerApply, Qkv, Rope,
-    RopeCache, RopeConfig, Scaling, Slots, Tier, View,
+    bf16, ApplyOptions, Batch, BlockQ8_0, CacheElement, CacheLayout, Dest, HeadSet, HeadsMut, LayerOptions,
+    Qkv, Rope, RopeCache, RopeConfig, Scaling, Slots, Tier, View,
 };
 
 const HD: usize = 128;
@@ -106,7 +106,8 @@ impl Pass<'_> {
             };
             let src = &qkv[self.set.offset + t0 * self.set.token_stride..];
             let dst = &mut cache[self.layout.row(self.slots[t0], 0)..];
-            convert_rows(self.tier, src, dst, r, &[], &[], rope_kernels::Layout::HalfSplit, false).unwrap();
+            convert_rows(self.tier, src, dst, r, &[], &[], rope_kernels::PairLayout::HalfSplit, false)
+                .unwrap();
         }
     }
 }
@@ -169,8 +170,8 @@ fn prefill(c: &mut Criterion, tier: Tier) {
         return;
     };
     let cache: RopeCache = rope.build_cache(TOKENS).unwrap();
-    let apply = Apply::start(0).with_table(cache.table());
-    let opts = LayerApply::batch(Batch::Single(apply.positions)).with_table(cache.table());
+    let apply = ApplyOptions::start(0).with_table(cache.table());
+    let opts = LayerOptions::batch(Batch::Single(apply.positions)).with_table(cache.table());
     let [qs, ks, vs] = HeadSet::qkv_rows(QH, KVH, HD);
     let layout = CacheLayout::nhd(TOKENS / BLOCK, BLOCK, KVH, HD);
     let layout_q8 = CacheLayout::nhd(TOKENS / BLOCK, BLOCK, KVH, HD / 32);
@@ -343,12 +344,13 @@ fn decode(c: &mut Criterion, tier: Tier) {
     let qk_view = View { heads: QH + KVH, ..qs.view(1) };
     let calls = |x: &mut [f32]| {
         for (i, &p) in starts.iter().enumerate() {
-            let opts = Apply::start(p).with_table(cache.table());
+            let opts = ApplyOptions::start(p).with_table(cache.table());
             rope.apply(HeadsMut::new(&mut x[i * WIDTH..], qk_view), &opts).unwrap();
         }
     };
     let block_table = Slots::BlockTable { block_table: &table, blocks_per_seq: BLOCKS_PER_SEQ };
-    let opts = LayerApply::batch(Batch::Ragged { indptr: &indptr, start: &starts }).with_table(cache.table());
+    let opts =
+        LayerOptions::batch(Batch::Ragged { indptr: &indptr, start: &starts }).with_table(cache.table());
     let t = tier;
     group(
         c,

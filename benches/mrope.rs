@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rope_kernels::{
-    vision_position_ids, Apply, HeadsMut, MRope, MRopeApply, MRopeIndex, MRopeStyle, Rope, RopeConfig, View,
-    VisionApply, VisionRope, TOKEN_IMAGE, TOKEN_TEXT,
+    vision_position_ids, ApplyOptions, HeadsMut, MRope, MRopeIndex, MRopeOptions, MRopeStyle, Rope,
+    RopeConfig, View, VisionOptions, VisionRope, TOKEN_IMAGE, TOKEN_TEXT,
 };
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
@@ -62,12 +62,12 @@ fn text(c: &mut Criterion) {
         let config = RopeConfig::new(hd, 1e6);
         let plain = Rope::new(config.clone()).unwrap();
         let ids = streams(tokens);
-        let (qv, kv) = (View::bshd(tokens, qh, hd), View::bshd(tokens, kh, hd));
+        let (qv, kv) = (View::token_major(tokens, qh, hd), View::token_major(tokens, kh, hd));
         let (mut q, mut k) = (data(tokens * qh * hd, 1), data(tokens * kh * hd, 2));
         let start = ids[0][0];
         let cache = plain.build_cache(start as usize + tokens).unwrap();
         g.bench_function("plain/cached", |b| {
-            let opts = Apply::start(start).with_table(cache.table());
+            let opts = ApplyOptions::start(start).with_table(cache.table());
             b.iter(|| {
                 plain
                     .apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), black_box(&opts))
@@ -75,7 +75,7 @@ fn text(c: &mut Criterion) {
             })
         });
         g.bench_function("plain/on_the_fly", |b| {
-            let opts = Apply::start(start);
+            let opts = ApplyOptions::start(start);
             b.iter(|| {
                 plain
                     .apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), black_box(&opts))
@@ -91,14 +91,14 @@ fn text(c: &mut Criterion) {
             let cache = m.build_table(s).unwrap();
             let table = cache.table();
             g.bench_function(format!("{label}/cached"), |b| {
-                let opts = MRopeApply::table(table);
+                let opts = MRopeOptions::table(table);
                 b.iter(|| {
                     m.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), black_box(&opts))
                         .unwrap()
                 })
             });
             g.bench_function(format!("{label}/on_the_fly"), |b| {
-                let opts = MRopeApply::ids(s);
+                let opts = MRopeOptions::ids(s);
                 b.iter(|| {
                     m.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), black_box(&opts))
                         .unwrap()
@@ -116,13 +116,13 @@ fn vision(c: &mut Criterion) {
     let config = RopeConfig::new(hd, 1e4);
     let plain = Rope::new(config.clone()).unwrap();
     let v = VisionRope::new(config).unwrap();
-    let view = View::bshd(tokens, heads, hd);
+    let view = View::token_major(tokens, heads, hd);
     let (mut q, mut k) = (data(tokens * heads * hd, 3), data(tokens * heads * hd, 4));
     let (mut h, mut w) = (vec![0u32; tokens], vec![0u32; tokens]);
     vision_position_ids([1, 32, 32], 2, &mut h, &mut w).unwrap();
     let cache = plain.build_cache(tokens).unwrap();
     g.bench_function("plain/cached", |b| {
-        let opts = Apply::start(0).with_table(cache.table());
+        let opts = ApplyOptions::start(0).with_table(cache.table());
         b.iter(|| {
             plain
                 .apply_qk(HeadsMut::new(&mut q, view), Some(HeadsMut::new(&mut k, view)), black_box(&opts))
@@ -130,7 +130,7 @@ fn vision(c: &mut Criterion) {
         })
     });
     g.bench_function("plain/on_the_fly", |b| {
-        let opts = Apply::start(0);
+        let opts = ApplyOptions::start(0);
         b.iter(|| {
             plain
                 .apply_qk(HeadsMut::new(&mut q, view), Some(HeadsMut::new(&mut k, view)), black_box(&opts))
@@ -140,14 +140,14 @@ fn vision(c: &mut Criterion) {
     let vcache = v.build_table([&h, &w]).unwrap();
     let table = vcache.table();
     g.bench_function("vision/cached", |b| {
-        let opts = VisionApply::table(table);
+        let opts = VisionOptions::table(table);
         b.iter(|| {
             v.apply_qk(HeadsMut::new(&mut q, view), Some(HeadsMut::new(&mut k, view)), black_box(&opts))
                 .unwrap()
         })
     });
     g.bench_function("vision/on_the_fly", |b| {
-        let opts = VisionApply::ids([&h, &w]);
+        let opts = VisionOptions::ids([&h, &w]);
         b.iter(|| {
             v.apply_qk(HeadsMut::new(&mut q, view), Some(HeadsMut::new(&mut k, view)), black_box(&opts))
                 .unwrap()

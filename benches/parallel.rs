@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rayon::prelude::*;
-use rope_kernels::{bf16, Apply, Element, HeadsMut, Rope, RopeConfig, View};
+use rope_kernels::{bf16, ApplyOptions, Element, HeadsMut, Rope, RopeConfig, View};
 
 const HEADS: usize = 32;
 const HEAD_DIM: usize = 128;
@@ -37,10 +37,10 @@ fn scale<T: Element>(x: &mut [T], c: f32) {
 fn group<T: Element>(c: &mut Criterion, dtype: &str, value: T) {
     let rope = Rope::new(RopeConfig::new(HEAD_DIM, 500_000.0)).unwrap();
     let cache = rope.build_cache(4096).unwrap();
-    let opts = Apply::start(0).with_table(cache.table());
+    let opts = ApplyOptions::start(0).with_table(cache.table());
     for (shape, tokens) in SHAPES {
         let n = tokens * HEADS * HEAD_DIM;
-        let v = View::bshd(tokens, HEADS, HEAD_DIM);
+        let v = View::token_major(tokens, HEADS, HEAD_DIM);
         let mut x = vec![value; n];
         let mut g = c.benchmark_group(format!("{shape}/{dtype}"));
         g.throughput(Throughput::Elements(n as u64));

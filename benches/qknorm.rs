@@ -19,7 +19,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, Criterion, Throughput};
-use rope_kernels::{bf16, Apply, Element, HeadsMut, QkNorm, Rope, RopeConfig, Tier, View};
+use rope_kernels::{bf16, ApplyOptions, Element, HeadsMut, QkNorm, Rope, RopeConfig, Tier, View};
 
 const HEAD_DIM: usize = 128;
 const TOKENS: usize = 512;
@@ -43,8 +43,9 @@ fn bench_dtype<T: Element>(c: &mut Criterion, name: &str, tier: Tier) {
         return;
     };
     let cache = rope.build_cache(TOKENS).unwrap();
-    let opts = Apply::start(0).with_table(cache.table());
-    let (qv, kv) = (View::bshd(TOKENS, Q_HEADS, HEAD_DIM), View::bshd(TOKENS, K_HEADS, HEAD_DIM));
+    let opts = ApplyOptions::start(0).with_table(cache.table());
+    let (qv, kv) =
+        (View::token_major(TOKENS, Q_HEADS, HEAD_DIM), View::token_major(TOKENS, K_HEADS, HEAD_DIM));
     // Weights of 1 keep repeated in-place calls stationary (weights other than 1 make some
     // elements decay into subnormals over thousands of iterations, which measures the
     // CPU's subnormal path instead); the cost does not depend on the weights' values.
@@ -118,8 +119,9 @@ fn min_table<T: Element>(name: &str, tier: Tier, reps: usize) {
         return;
     };
     let cache = rope.build_cache(TOKENS).unwrap();
-    let opts = Apply::start(0).with_table(cache.table());
-    let (qv, kv) = (View::bshd(TOKENS, Q_HEADS, HEAD_DIM), View::bshd(TOKENS, K_HEADS, HEAD_DIM));
+    let opts = ApplyOptions::start(0).with_table(cache.table());
+    let (qv, kv) =
+        (View::token_major(TOKENS, Q_HEADS, HEAD_DIM), View::token_major(TOKENS, K_HEADS, HEAD_DIM));
     let (qw, kw) = (vec![1.0f32; HEAD_DIM], vec![1.0f32; HEAD_DIM]);
     let norm = QkNorm::qwen3(&qw, &kw, 1e-6);
     let (mut q, mut k) =

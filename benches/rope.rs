@@ -25,7 +25,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use rope_kernels::__bench::{roofline_in_place, RooflineRows};
 use rope_kernels::dispatch::available_tiers;
-use rope_kernels::{bf16, Apply, Element, HeadsMut, Layout, Rope, RopeCache, RopeConfig, View};
+use rope_kernels::{bf16, ApplyOptions, Element, HeadsMut, PairLayout, Rope, RopeCache, RopeConfig, View};
 
 const HEAD_DIM: usize = 128;
 
@@ -58,17 +58,17 @@ fn data<T: Element>(n: usize, seed: u32) -> Vec<T> {
 fn bench_shape<T: Element>(
     g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
     shape: &Shape,
-    layout: Layout,
+    layout: PairLayout,
 ) {
     let config = RopeConfig::new(HEAD_DIM, 10_000.0).with_layout(layout);
     let base = Rope::new(config).unwrap();
     let cache: RopeCache = base.build_cache(shape.start as usize + shape.tokens).unwrap();
-    let qv = View::bshd(shape.tokens, shape.q_heads, HEAD_DIM);
-    let kv = shape.k_heads.map(|h| View::bshd(shape.tokens, h, HEAD_DIM));
+    let qv = View::token_major(shape.tokens, shape.q_heads, HEAD_DIM);
+    let kv = shape.k_heads.map(|h| View::token_major(shape.tokens, h, HEAD_DIM));
     let mut q = data::<T>(shape.tokens * shape.q_heads * HEAD_DIM, 1);
     let mut k = data::<T>(kv.map_or(0, |v| v.tokens * v.heads * HEAD_DIM), 2);
     g.throughput(Throughput::Elements((q.len() + k.len()) as u64));
-    let opts = Apply::start(shape.start).with_table(cache.table());
+    let opts = ApplyOptions::start(shape.start).with_table(cache.table());
     for tier in available_tiers() {
         let rope = base.clone().with_tier(tier).unwrap();
         g.bench_function(format!("{tier}/rope"), |b| {
@@ -108,7 +108,9 @@ fn bench_shape<T: Element>(
 fn bench(c: &mut Criterion) {
     for shape in &SHAPES {
         for (dtype, is_f32) in [("f32", true), ("bf16", false)] {
-            for (lname, layout) in [("half_split", Layout::HalfSplit), ("interleaved", Layout::Interleaved)] {
+            for (lname, layout) in
+                [("half_split", PairLayout::HalfSplit), ("interleaved", PairLayout::Interleaved)]
+            {
                 let mut g = c.benchmark_group(format!("{}/{dtype}/{lname}", shape.name));
                 if is_f32 {
                     bench_shape::<f32>(&mut g, shape, layout);

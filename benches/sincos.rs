@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use rope_kernels::__bench::sincos as gen;
-use rope_kernels::{AngleMode, Apply, CosSinTable, HeadsMut, Rope, RopeConfig, View};
+use rope_kernels::{AngleMode, ApplyOptions, CosSinTable, HeadsMut, Rope, RopeConfig, View};
 
 const HEAD_DIM: usize = 128;
 const PAIRS: usize = HEAD_DIM / 2;
@@ -68,26 +68,26 @@ fn decode(c: &mut Criterion) {
     let cache = rope.build_cache(POSITION as usize + 1).unwrap();
     let mut q = vec![0.25f32; Q_HEADS * HEAD_DIM];
     let mut k = vec![0.5f32; K_HEADS * HEAD_DIM];
-    let (qv, kv) = (View::bshd(1, Q_HEADS, HEAD_DIM), View::bshd(1, K_HEADS, HEAD_DIM));
+    let (qv, kv) = (View::token_major(1, Q_HEADS, HEAD_DIM), View::token_major(1, K_HEADS, HEAD_DIM));
     let mut g = c.benchmark_group("decode");
     let rotate_tier = rope.tier();
 
     g.bench_function(format!("cached/{rotate_tier}"), |b| {
-        let opts = Apply::start(POSITION).with_table(cache.table());
+        let opts = ApplyOptions::start(POSITION).with_table(cache.table());
         b.iter(|| {
             rope.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), black_box(&opts))
                 .unwrap()
         })
     });
     g.bench_function(format!("on_the_fly/{rotate_tier}"), |b| {
-        let opts = Apply::start(POSITION);
+        let opts = ApplyOptions::start(POSITION);
         b.iter(|| {
             rope.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), black_box(&opts))
                 .unwrap()
         })
     });
     let (mut cos, mut sin) = ([0.0f32; PAIRS], [0.0f32; PAIRS]);
-    let one_row = Apply::start(0);
+    let one_row = ApplyOptions::start(0);
     for tier in gen::tiers() {
         g.bench_function(format!("gen_{tier}+table/{rotate_tier}"), |b| {
             b.iter(|| {

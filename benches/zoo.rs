@@ -51,7 +51,8 @@ use rope_kernels::__bench::{self, RooflineRows};
 use rope_kernels::dispatch::available_tiers;
 use rope_kernels::hf_config::ModelConfig;
 use rope_kernels::{
-    bf16, f16, Apply, Element, Heads, HeadsMut, Layout, Rope, RopeCache, RopeConfig, Scaling, Tier, View,
+    bf16, f16, ApplyOptions, Element, Heads, HeadsMut, PairLayout, Rope, RopeCache, RopeConfig, Scaling,
+    Tier, View,
 };
 
 struct Model {
@@ -268,9 +269,9 @@ fn bench_row<T: Element>(g: &mut BenchmarkGroup<'_, WallTime>, m: &Model, shape:
     let cache: RopeCache = base.build_cache(shape.start as usize + shape.tokens).unwrap();
     let view = |heads| {
         if var.bhsd {
-            View::bhsd(shape.tokens, heads, hd)
+            View::head_major(shape.tokens, heads, hd)
         } else {
-            View::bshd(shape.tokens, heads, hd)
+            View::token_major(shape.tokens, heads, hd)
         }
     };
     let (qv, kv) = (view(m.q_heads), view(m.k_heads));
@@ -280,8 +281,11 @@ fn bench_row<T: Element>(g: &mut BenchmarkGroup<'_, WallTime>, m: &Model, shape:
     let mut qo = Buf::<T>::new(if var.out_of_place { qn } else { 0 }, var.offset, 3);
     let mut ko = Buf::<T>::new(if var.out_of_place { kn } else { 0 }, var.offset, 4);
     g.throughput(Throughput::Elements((qn + kn) as u64));
-    let opts =
-        if var.fly { Apply::start(shape.start) } else { Apply::start(shape.start).with_table(cache.table()) };
+    let opts = if var.fly {
+        ApplyOptions::start(shape.start)
+    } else {
+        ApplyOptions::start(shape.start).with_table(cache.table())
+    };
     // Every (token, head) row is head_dim apart in both dense layouts.
     let rows = |n: usize, len, prefetch| RooflineRows { rows: n / hd, stride: hd, row_len: len, prefetch };
     let ropes: Vec<(Tier, Rope)> =
@@ -431,7 +435,7 @@ fn sweep(c: &mut Criterion) {
         tiers.insert(0, Tier::Portable);
     }
     let shape = &SHAPES[0];
-    for (layout, lname) in [(Layout::HalfSplit, "half"), (Layout::Interleaved, "inter")] {
+    for (layout, lname) in [(PairLayout::HalfSplit, "half"), (PairLayout::Interleaved, "inter")] {
         for rd in (2..=34).step_by(2) {
             let id = format!("rd-sweep/{}/f32-bshd-in-cached-{lname}-rd{rd:02}", shape.name);
             if !selected(&id) {
@@ -440,8 +444,8 @@ fn sweep(c: &mut Criterion) {
             let config = RopeConfig::new(SWEEP_HEAD_DIM, 10_000.0).with_rotary_dim(rd).with_layout(layout);
             let base = Rope::new(config).unwrap();
             let cache: RopeCache = base.build_cache(shape.start as usize + shape.tokens).unwrap();
-            let opts = Apply::start(shape.start).with_table(cache.table());
-            let view = View::bshd(shape.tokens, SWEEP_HEADS, SWEEP_HEAD_DIM);
+            let opts = ApplyOptions::start(shape.start).with_table(cache.table());
+            let view = View::token_major(shape.tokens, SWEEP_HEADS, SWEEP_HEAD_DIM);
             let n = shape.tokens * SWEEP_HEADS * SWEEP_HEAD_DIM;
             let (mut q, mut k) = (Buf::<f32>::new(n, 0, 1), Buf::<f32>::new(n, 0, 2));
             let mut g = c.benchmark_group(id);

@@ -18,7 +18,7 @@
 //! the max absolute error over 512 positions around each center and all 64 frequencies (for
 //! vectors: over all 128 components of a unit vector).
 
-use rope_kernels::{AngleMode, Apply, HeadsMut, Rope, RopeConfig, View};
+use rope_kernels::{AngleMode, ApplyOptions, HeadsMut, Rope, RopeConfig, View};
 
 const HEAD_DIM: usize = 128;
 const PAIRS: usize = HEAD_DIM / 2;
@@ -86,7 +86,8 @@ fn crate_errors(theta: f64, mode: AngleMode, positions: &[u32], x: &[f32]) -> Er
     for &p in positions {
         rope.fill_table(p, &mut cos, &mut sin).unwrap();
         let mut y = x.to_vec();
-        rope.apply(HeadsMut::new(&mut y, View::bshd(1, 1, HEAD_DIM)), &Apply::start(p)).unwrap();
+        rope.apply(HeadsMut::new(&mut y, View::token_major(1, 1, HEAD_DIM)), &ApplyOptions::start(p))
+            .unwrap();
         e.update(p, &inv_freq, &cos, &sin, x, &y);
     }
     e

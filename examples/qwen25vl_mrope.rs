@@ -8,7 +8,7 @@
 //! README's "Multimodal RoPE from a config.json" shows these lines.
 
 use rope_kernels::hf_config::ModelConfig;
-use rope_kernels::{HeadsMut, MRopeApply, MRopeIndex, View, TOKEN_IMAGE, TOKEN_TEXT};
+use rope_kernels::{HeadsMut, MRopeIndex, MRopeOptions, View, TOKEN_IMAGE, TOKEN_TEXT};
 
 const QWEN25_VL: &str = include_str!("../tests/data/configs/qwen2.5-vl-7b-instruct-published.json");
 
@@ -37,9 +37,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut q = vec![0.5f32; n * heads * hd];
     let mut k = vec![0.5f32; n * kv * hd];
     mrope.apply_qk(
-        HeadsMut::new(&mut q, View::bshd(n, heads, hd)),
-        Some(HeadsMut::new(&mut k, View::bshd(n, kv, hd))),
-        &MRopeApply::ids([&t, &h, &w]),
+        HeadsMut::new(&mut q, View::token_major(n, heads, hd)),
+        Some(HeadsMut::new(&mut k, View::token_major(n, kv, hd))),
+        &MRopeOptions::ids([&t, &h, &w]),
     )?;
 
     println!("{} {:?}: mrope_section {:?}", model.model_type, mrope.style(), mrope.mrope_section());

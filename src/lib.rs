@@ -83,7 +83,9 @@ mod kernels;
 mod rope;
 mod view;
 
-pub use config::{AngleMode, Layout, RopeConfig, RopeParams, MAX_PAIRS, MAX_ROTARY_DIM};
+#[allow(deprecated)]
+pub use config::Layout;
+pub use config::{AngleMode, PairLayout, RopeConfig, RopeParams, MAX_PAIRS, MAX_ROTARY_DIM};
 pub use cossin::CosSinTable;
 #[cfg(feature = "alloc")]
 pub use cossin::RopeCache;
@@ -102,14 +104,16 @@ pub use rope::RopeRef;
 #[doc(hidden)]
 pub use rope::RopeState;
 pub use rope::{
-    vision_position_ids, AxisApply, AxisRows, MRope, MRopeApply, MRopeIndex, MRopeStyle, VisionApply,
+    vision_position_ids, AxisOptions, AxisRows, MRope, MRopeIndex, MRopeOptions, MRopeStyle, VisionOptions,
     VisionRope, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
 };
+#[allow(deprecated)]
+pub use rope::{Apply, AxisApply, LayerApply, MRopeApply, VisionApply};
 pub use rope::{
-    Apply, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, QkNorm, Rope, TokenChunk,
+    ApplyOptions, CosSin, Direction, Heads, HeadsMut, Positions, PreparedCall, QkNorm, Rope, TokenChunk,
     TokenChunks, WeightOffset,
 };
-pub use rope::{Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Slots};
+pub use rope::{Batch, CacheLayout, Dest, HeadSet, LayerOptions, Qkv, Slots};
 pub use view::View;
 
 /// The Rust examples of README.md, run as doctests.

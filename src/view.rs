@@ -39,12 +39,26 @@ pub struct View {
 }
 
 impl View {
-    /// A contiguous `[tokens][heads][head_dim]` tensor.
+    /// A contiguous token-major tensor, `[tokens][heads][head_dim]` (BSHD for one
+    /// sequence; Hugging Face's layout after `view`).
+    pub const fn token_major(tokens: usize, heads: usize, head_dim: usize) -> Self {
+        View { tokens, heads, token_stride: heads.saturating_mul(head_dim), head_stride: head_dim }
+    }
+
+    /// A contiguous head-major tensor, `[heads][tokens][head_dim]` (BHSD for one sequence;
+    /// Hugging Face's layout after `transpose(1, 2)`).
+    pub const fn head_major(tokens: usize, heads: usize, head_dim: usize) -> Self {
+        View { tokens, heads, token_stride: head_dim, head_stride: tokens.saturating_mul(head_dim) }
+    }
+
+    /// The old name of [`View::token_major`] (it has no batch dimension).
+    #[deprecated(since = "0.2.0", note = "renamed to `View::token_major`")]
     pub const fn bshd(tokens: usize, heads: usize, head_dim: usize) -> Self {
         View { tokens, heads, token_stride: heads.saturating_mul(head_dim), head_stride: head_dim }
     }
 
-    /// A contiguous `[heads][tokens][head_dim]` tensor.
+    /// The old name of [`View::head_major`] (it has no batch dimension).
+    #[deprecated(since = "0.2.0", note = "renamed to `View::head_major`")]
     pub const fn bhsd(tokens: usize, heads: usize, head_dim: usize) -> Self {
         View { tokens, heads, token_stride: head_dim, head_stride: tokens.saturating_mul(head_dim) }
     }
@@ -129,8 +143,8 @@ mod tests {
     #[test]
     fn nesting_rules() {
         let hd = 4;
-        assert_eq!(View::bshd(3, 2, hd).validate(hd, 24, Operand::Q), Ok(24));
-        assert_eq!(View::bhsd(3, 2, hd).validate(hd, 24, Operand::Q), Ok(24));
+        assert_eq!(View::token_major(3, 2, hd).validate(hd, 24, Operand::Q), Ok(24));
+        assert_eq!(View::head_major(3, 2, hd).validate(hd, 24, Operand::Q), Ok(24));
         let overlap = View { tokens: 2, heads: 2, token_stride: 4, head_stride: 2 };
         assert_eq!(
             overlap.validate(hd, 100, Operand::K),
@@ -142,7 +156,7 @@ mod tests {
         let huge = View { tokens: 3, heads: 1, token_stride: usize::MAX / 2, head_stride: 0 };
         assert_eq!(huge.validate(hd, 8, Operand::Q), Err(RopeError::StrideOverflow { operand: Operand::Q }));
         assert_eq!(
-            View::bshd(3, 2, hd).validate(hd, 23, Operand::Q),
+            View::token_major(3, 2, hd).validate(hd, 23, Operand::Q),
             Err(RopeError::BufferTooShort { operand: Operand::Q, needed: 24, len: 23 })
         );
     }

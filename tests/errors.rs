@@ -12,8 +12,8 @@ mod common;
 use common::*;
 use rope_kernels::dispatch::{self, ALL_TIERS};
 use rope_kernels::{
-    bf16, f16, Apply, CosSinTable, Frequencies, Heads, HeadsMut, Layout, Operand, Rope, RopeConfig,
-    RopeError, Scaling, View, YarnParams, MAX_ROTARY_DIM,
+    bf16, f16, ApplyOptions, CosSinTable, Frequencies, Heads, HeadsMut, Operand, PairLayout, Rope,
+    RopeConfig, RopeError, Scaling, View, YarnParams, MAX_ROTARY_DIM,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -28,7 +28,7 @@ const KH: usize = 2;
 const ROWS: usize = 5;
 
 fn rope() -> Rope<'static> {
-    Rope::new(RopeConfig::new(HD, 10_000.0).with_rotary_dim(RD).with_layout(Layout::Interleaved)).unwrap()
+    Rope::new(RopeConfig::new(HD, 10_000.0).with_rotary_dim(RD).with_layout(PairLayout::Interleaved)).unwrap()
 }
 
 /// Every buffer a call may receive.
@@ -90,16 +90,16 @@ fn expect_noop<T: TestElem>(b: &mut Bufs<T>, call: impl FnOnce(&mut Bufs<T>) -> 
 }
 
 fn q_view() -> View {
-    View::bshd(TOKENS, QH, HD)
+    View::token_major(TOKENS, QH, HD)
 }
 fn k_view() -> View {
-    View::bhsd(TOKENS, KH, HD)
+    View::head_major(TOKENS, KH, HD)
 }
 fn q_out_view() -> View {
-    View::bhsd(TOKENS, QH, HD)
+    View::head_major(TOKENS, QH, HD)
 }
 fn k_out_view() -> View {
-    View::bshd(TOKENS, KH, HD)
+    View::token_major(TOKENS, KH, HD)
 }
 
 /// The four entry points, with one operand's view (and buffer length) replaced.
@@ -164,7 +164,7 @@ fn call<T: TestElem>(
     entry: Entry,
     s: Shapes,
     b: &mut Bufs<T>,
-    opts: &Apply<'_>,
+    opts: &ApplyOptions<'_>,
 ) -> Result<(), RopeError> {
     call_parts(rope, entry, s, [&mut b.q, &mut b.k, &mut b.q_out, &mut b.k_out], opts)
 }
@@ -176,7 +176,7 @@ fn call_parts<T: TestElem>(
     entry: Entry,
     s: Shapes,
     bufs: [&mut Vec<T>; 4],
-    opts: &Apply<'_>,
+    opts: &ApplyOptions<'_>,
 ) -> Result<(), RopeError> {
     let [qv, kv, qov, kov] = s.views;
     let [ql, kl, qol, kol] = s.lens;
@@ -202,7 +202,7 @@ fn call_with_table<T: TestElem>(
     s: Shapes,
     b: &mut Bufs<T>,
     pairs: usize,
-    opts: &Apply<'_>,
+    opts: &ApplyOptions<'_>,
 ) -> Result<(), RopeError> {
     let Bufs { q, k, q_out, k_out, cos, sin } = b;
     let table = CosSinTable::new(cos, sin, pairs)?;
@@ -223,7 +223,7 @@ fn each_operand<T: TestElem>(
     for entry in ENTRIES {
         for &op in entry.operands() {
             let s = Shapes::good().with(op, view(op), len(op));
-            let e = expect_err(want(op), &mut b, |b| call(&rope, entry, s, b, &Apply::start(0)));
+            let e = expect_err(want(op), &mut b, |b| call(&rope, entry, s, b, &ApplyOptions::start(0)));
             errs.push(e);
         }
     }
@@ -361,7 +361,7 @@ fn stride_overflow() -> Vec<RopeError> {
         // (t-1)*ts and (h-1)*hs fit separately; their sum does not.
         |_: Operand| View { tokens: 2, heads: 2, token_stride: usize::MAX / 2, head_stride: usize::MAX / 2 },
         // `View::bshd` saturates the token stride.
-        |_: Operand| View::bshd(2, usize::MAX / 4, HD),
+        |_: Operand| View::token_major(2, usize::MAX / 4, HD),
     ];
     for view in views {
         let want = |operand| RopeError::StrideOverflow { operand };
@@ -405,38 +405,46 @@ fn shape_mismatch() -> Vec<RopeError> {
     let mut b = Bufs::<f32>::new(10);
     let mut errs = Vec::new();
     let s = Shapes::good();
-    let o = Apply::start(0);
+    let o = ApplyOptions::start(0);
     let cases: [(Shapes, Operand, &[Entry]); 7] = [
         // k has fewer tokens than q (its output matches k).
         (
-            s.with(Operand::K, View::bhsd(2, KH, HD), None).with(Operand::KOut, View::bshd(2, KH, HD), None),
+            s.with(Operand::K, View::head_major(2, KH, HD), None).with(
+                Operand::KOut,
+                View::token_major(2, KH, HD),
+                None,
+            ),
             Operand::K,
             &[Entry::ApplyQk, Entry::ApplyQkInto],
         ),
         // k with zero tokens is still a mismatch with q's 3.
         (
-            s.with(Operand::K, View::bhsd(0, KH, HD), None).with(Operand::KOut, View::bshd(0, KH, HD), None),
+            s.with(Operand::K, View::head_major(0, KH, HD), None).with(
+                Operand::KOut,
+                View::token_major(0, KH, HD),
+                None,
+            ),
             Operand::K,
             &[Entry::ApplyQk, Entry::ApplyQkInto],
         ),
         // Output token count or head count differs from its input.
         (
-            s.with(Operand::QOut, View::bhsd(2, QH, HD), None),
+            s.with(Operand::QOut, View::head_major(2, QH, HD), None),
             Operand::QOut,
             &[Entry::ApplyInto, Entry::ApplyQkInto],
         ),
         (
-            s.with(Operand::QOut, View::bhsd(TOKENS, 3, HD), None),
+            s.with(Operand::QOut, View::head_major(TOKENS, 3, HD), None),
             Operand::QOut,
             &[Entry::ApplyInto, Entry::ApplyQkInto],
         ),
         (
-            s.with(Operand::QOut, View::bhsd(TOKENS, 0, HD), None),
+            s.with(Operand::QOut, View::head_major(TOKENS, 0, HD), None),
             Operand::QOut,
             &[Entry::ApplyInto, Entry::ApplyQkInto],
         ),
-        (s.with(Operand::KOut, View::bshd(2, KH, HD), None), Operand::KOut, &[Entry::ApplyQkInto]),
-        (s.with(Operand::KOut, View::bshd(TOKENS, 1, HD), None), Operand::KOut, &[Entry::ApplyQkInto]),
+        (s.with(Operand::KOut, View::token_major(2, KH, HD), None), Operand::KOut, &[Entry::ApplyQkInto]),
+        (s.with(Operand::KOut, View::token_major(TOKENS, 1, HD), None), Operand::KOut, &[Entry::ApplyQkInto]),
     ];
     for (shapes, operand, entries) in cases {
         for &entry in entries {
@@ -454,13 +462,15 @@ fn position_count_mismatch() -> Vec<RopeError> {
     for ids in [&[0u32, 1][..], &[0, 1, 2, 3][..], &[][..]] {
         let want = RopeError::PositionCountMismatch { tokens: TOKENS, positions: ids.len() };
         for entry in ENTRIES {
-            errs.push(expect_err(want, &mut b, |b| call(&rope, entry, Shapes::good(), b, &Apply::ids(ids))));
+            errs.push(expect_err(want, &mut b, |b| {
+                call(&rope, entry, Shapes::good(), b, &ApplyOptions::ids(ids))
+            }));
         }
     }
     // Zero tokens still need zero position_ids.
-    let empty = Shapes::good().with(Operand::Q, View::bshd(0, QH, HD), None);
+    let empty = Shapes::good().with(Operand::Q, View::token_major(0, QH, HD), None);
     let want = RopeError::PositionCountMismatch { tokens: 0, positions: 1 };
-    errs.push(expect_err(want, &mut b, |b| call(&rope, Entry::Apply, empty, b, &Apply::ids(&[5]))));
+    errs.push(expect_err(want, &mut b, |b| call(&rope, Entry::Apply, empty, b, &ApplyOptions::ids(&[5]))));
     errs
 }
 
@@ -471,7 +481,7 @@ fn position_overflow() -> Vec<RopeError> {
     // Positions start..start + 3: the last must fit in u32.
     for start in [u32::MAX - 1, u32::MAX] {
         for entry in ENTRIES {
-            let o = Apply::start(start);
+            let o = ApplyOptions::start(start);
             errs.push(expect_err(RopeError::PositionOverflow, &mut b, |b| {
                 call(&rope, entry, Shapes::good(), b, &o)
             }));
@@ -479,7 +489,7 @@ fn position_overflow() -> Vec<RopeError> {
     }
     // The boundary: the last position is u32::MAX.
     let mut q = b.q.clone();
-    rope.apply(HeadsMut::new(&mut q, q_view()), &Apply::start(u32::MAX - 2)).unwrap();
+    rope.apply(HeadsMut::new(&mut q, q_view()), &ApplyOptions::start(u32::MAX - 2)).unwrap();
     assert_ne!(bits(&q), bits(&b.q));
     // fill_table: rows start..start + rows.
     errs.push(expect_err(RopeError::PositionOverflow, &mut b, |b| {
@@ -536,11 +546,11 @@ fn position_out_of_range() -> Vec<RopeError> {
     assert_eq!(cache.row(ROWS as u32 - 1).unwrap(), (&cc[(ROWS - 1) * PAIRS..], &cs[(ROWS - 1) * PAIRS..]));
     let r = ROWS as u32;
     let ids = [0, r, 1];
-    let cases: [(Apply<'_>, u32); 4] = [
-        (Apply::ids(&ids), r),
-        (Apply::ids(&[u32::MAX, 0, 2]), u32::MAX),
-        (Apply::start(r - 2), r),
-        (Apply::start(r).inverse(), r + 2),
+    let cases: [(ApplyOptions<'_>, u32); 4] = [
+        (ApplyOptions::ids(&ids), r),
+        (ApplyOptions::ids(&[u32::MAX, 0, 2]), u32::MAX),
+        (ApplyOptions::start(r - 2), r),
+        (ApplyOptions::start(r).inverse(), r + 2),
     ];
     for (o, position) in cases {
         for entry in ENTRIES {
@@ -556,17 +566,17 @@ fn position_out_of_range() -> Vec<RopeError> {
     }
     // The last row is fine.
     let mut q = b.q.clone();
-    rope.apply(HeadsMut::new(&mut q, q_view()), &Apply::start(r - 3).with_table(cache)).unwrap();
+    rope.apply(HeadsMut::new(&mut q, q_view()), &ApplyOptions::start(r - 3).with_table(cache)).unwrap();
     // A table with no rows, and zero heads with tokens (the positions exist, so they are checked).
     let empty = CosSinTable::new(&[], &[], PAIRS).unwrap();
     let want = RopeError::PositionOutOfRange { position: 2, rows: 0 };
     errs.push(expect_err(want, &mut b, |b| {
-        call(&rope, Entry::Apply, Shapes::good(), b, &Apply::start(0).with_table(empty))
+        call(&rope, Entry::Apply, Shapes::good(), b, &ApplyOptions::start(0).with_table(empty))
     }));
-    let no_heads = Shapes::good().with(Operand::Q, View::bshd(TOKENS, 0, HD), None);
+    let no_heads = Shapes::good().with(Operand::Q, View::token_major(TOKENS, 0, HD), None);
     let want = RopeError::PositionOutOfRange { position: r, rows: ROWS };
     errs.push(expect_err(want, &mut b, |b| {
-        call(&rope, Entry::Apply, no_heads, b, &Apply::start(3).with_table(cache))
+        call(&rope, Entry::Apply, no_heads, b, &ApplyOptions::start(3).with_table(cache))
     }));
     errs
 }
@@ -580,16 +590,16 @@ fn table_shape() -> Vec<RopeError> {
     for pairs in [1, 5] {
         for entry in ENTRIES {
             let e = expect_err(RopeError::TableShape, &mut b, |b| {
-                call_with_table(&rope, entry, Shapes::good(), b, pairs, &Apply::start(0))
+                call_with_table(&rope, entry, Shapes::good(), b, pairs, &ApplyOptions::start(0))
             });
             errs.push(e);
         }
     }
     // Zero tokens do not excuse a table of the wrong width (the width is a property of the
     // arguments, not of the data).
-    let empty = Shapes::good().with(Operand::Q, View::bshd(0, QH, HD), None);
+    let empty = Shapes::good().with(Operand::Q, View::token_major(0, QH, HD), None);
     errs.push(expect_err(RopeError::TableShape, &mut b, |b| {
-        call_with_table(&rope, Entry::Apply, empty, b, 1, &Apply::start(0))
+        call_with_table(&rope, Entry::Apply, empty, b, 1, &ApplyOptions::start(0))
     }));
     // CosSinTable::new: lengths differ, not a multiple of pairs, zero pairs.
     let (c, s) = (vec![0.5f32; 12], vec![0.5f32; 12]);
@@ -647,20 +657,20 @@ fn norm_weight_length() -> Vec<RopeError> {
         let e = RopeError::NormWeightLength { operand, expected: 8, len: 9 };
         let (mut q, mut k, mut out) = (x0, x0, [0.0f32; 16]);
         let got = rope.apply_qk_norm(
-            HeadsMut::new(&mut q, View::bshd(2, 1, 8)),
-            Some(HeadsMut::new(&mut k, View::bshd(2, 1, 8))),
+            HeadsMut::new(&mut q, View::token_major(2, 1, 8)),
+            Some(HeadsMut::new(&mut k, View::token_major(2, 1, 8))),
             &norm,
-            &Apply::start(0),
+            &ApplyOptions::start(0),
         );
         assert_eq!(got, Err(e));
         assert_eq!((q, k), (x0, x0));
         if operand == Operand::Q {
             let got = rope.apply_qk_norm_into(
-                Heads::new(&x0, View::bshd(2, 1, 8)),
-                HeadsMut::new(&mut out, View::bshd(2, 1, 8)),
+                Heads::new(&x0, View::token_major(2, 1, 8)),
+                HeadsMut::new(&mut out, View::token_major(2, 1, 8)),
                 None,
                 &norm,
-                &Apply::start(0),
+                &ApplyOptions::start(0),
             );
             assert_eq!(got, Err(e));
             assert_eq!(out, [0.0; 16]);
@@ -681,11 +691,15 @@ fn invalid_norm_eps() -> Vec<RopeError> {
         [QkNorm::qwen3(&w, &w, f32::NAN), QkNorm::gemma3(&w, &w, -1e-6), QkNorm::llama4(f32::INFINITY)]
     {
         let mut q = x0;
-        let got =
-            rope.apply_qk_norm(HeadsMut::new(&mut q, View::bshd(2, 1, 8)), None, &norm, &Apply::start(0));
+        let got = rope.apply_qk_norm(
+            HeadsMut::new(&mut q, View::token_major(2, 1, 8)),
+            None,
+            &norm,
+            &ApplyOptions::start(0),
+        );
         assert_eq!(got, Err(RopeError::InvalidNormEps));
         assert_eq!(
-            rope.norm_qk(HeadsMut::new(&mut q, View::bshd(2, 1, 8)), None, &norm),
+            rope.norm_qk(HeadsMut::new(&mut q, View::token_major(2, 1, 8)), None, &norm),
             Err(RopeError::InvalidNormEps)
         );
         assert_eq!(q, x0);
@@ -822,7 +836,7 @@ fn zero_tokens_is_a_noop() {
         let empty = CosSinTable::new(&[], &[], PAIRS).unwrap();
         // Strides are irrelevant when there is no row: overlapping or overflowing ones pass.
         let views = [
-            View::bshd(0, QH, HD),
+            View::token_major(0, QH, HD),
             View { tokens: 0, heads: QH, token_stride: 0, head_stride: 0 },
             View { tokens: 0, heads: QH, token_stride: usize::MAX, head_stride: usize::MAX },
         ];
@@ -835,11 +849,11 @@ fn zero_tokens_is_a_noop() {
                 // No positions are needed, so a start at u32::MAX does not overflow and a table
                 // with no rows is not out of range.
                 for o in [
-                    Apply::start(0),
-                    Apply::start(u32::MAX),
-                    Apply::ids(&[]),
-                    Apply::start(7).with_table(empty),
-                    Apply::ids(&[]).inverse(),
+                    ApplyOptions::start(0),
+                    ApplyOptions::start(u32::MAX),
+                    ApplyOptions::ids(&[]),
+                    ApplyOptions::start(7).with_table(empty),
+                    ApplyOptions::ids(&[]).inverse(),
                 ] {
                     expect_noop(&mut b, |b| call(&rope, entry, s, b, &o));
                 }
@@ -861,16 +875,18 @@ fn zero_heads_is_a_noop() {
             s = s.with(op, View { tokens: TOKENS, heads: 0, token_stride: 0, head_stride: 0 }, Some(0));
         }
         for entry in ENTRIES {
-            for o in [Apply::start(0), Apply::start(u32::MAX - 2), Apply::ids(&[9, 1, 4])] {
+            for o in
+                [ApplyOptions::start(0), ApplyOptions::start(u32::MAX - 2), ApplyOptions::ids(&[9, 1, 4])]
+            {
                 expect_noop(&mut b, |b| call(&rope, entry, s, b, &o));
             }
         }
         // q without heads, k with heads: k is rotated as if alone, q is untouched.
-        let s = Shapes::good().with(Operand::Q, View::bshd(TOKENS, 0, HD), Some(0));
+        let s = Shapes::good().with(Operand::Q, View::token_major(TOKENS, 0, HD), Some(0));
         let mut k_alone = b.k.clone();
-        rope.apply(HeadsMut::new(&mut k_alone, k_view()), &Apply::start(4)).unwrap();
+        rope.apply(HeadsMut::new(&mut k_alone, k_view()), &ApplyOptions::start(4)).unwrap();
         let q_before = bits(&b.q);
-        call(&rope, Entry::ApplyQk, s, &mut b, &Apply::start(4)).unwrap();
+        call(&rope, Entry::ApplyQk, s, &mut b, &ApplyOptions::start(4)).unwrap();
         assert_eq!(bits(&b.q), q_before);
         assert_eq!(bits(&b.k), bits(&k_alone));
     }
@@ -893,33 +909,36 @@ fn order_of_checks() {
     let both_bad = good.with(Operand::Q, overlap, None).with(Operand::K, overlap, None);
     for entry in [Entry::ApplyQk, Entry::ApplyQkInto] {
         let want = RopeError::OverlappingStrides { operand: Operand::Q };
-        expect_err(want, &mut b, |b| call(&rope, entry, both_bad, b, &Apply::start(0)));
+        expect_err(want, &mut b, |b| call(&rope, entry, both_bad, b, &ApplyOptions::start(0)));
     }
     // QOut before K.
     let s = good.with(Operand::QOut, overlap, None).with(Operand::K, overlap, None);
     let want = RopeError::OverlappingStrides { operand: Operand::QOut };
-    expect_err(want, &mut b, |b| call(&rope, Entry::ApplyQkInto, s, b, &Apply::start(0)));
+    expect_err(want, &mut b, |b| call(&rope, Entry::ApplyQkInto, s, b, &ApplyOptions::start(0)));
     // A q-side shape mismatch before a K view error.
-    let s = good.with(Operand::QOut, View::bhsd(2, QH, HD), None).with(Operand::K, overlap, None);
+    let s = good.with(Operand::QOut, View::head_major(2, QH, HD), None).with(Operand::K, overlap, None);
     let want = RopeError::ShapeMismatch { operand: Operand::QOut };
-    expect_err(want, &mut b, |b| call(&rope, Entry::ApplyQkInto, s, b, &Apply::start(0)));
+    expect_err(want, &mut b, |b| call(&rope, Entry::ApplyQkInto, s, b, &ApplyOptions::start(0)));
     // Tensors before positions.
-    let s =
-        good.with(Operand::K, View::bhsd(2, KH, HD), None).with(Operand::KOut, View::bshd(2, KH, HD), None);
+    let s = good.with(Operand::K, View::head_major(2, KH, HD), None).with(
+        Operand::KOut,
+        View::token_major(2, KH, HD),
+        None,
+    );
     let want = RopeError::ShapeMismatch { operand: Operand::K };
     for entry in [Entry::ApplyQk, Entry::ApplyQkInto] {
-        expect_err(want, &mut b, |b| call(&rope, entry, s, b, &Apply::ids(&[1])));
-        expect_err(want, &mut b, |b| call(&rope, entry, s, b, &Apply::start(u32::MAX)));
+        expect_err(want, &mut b, |b| call(&rope, entry, s, b, &ApplyOptions::ids(&[1])));
+        expect_err(want, &mut b, |b| call(&rope, entry, s, b, &ApplyOptions::start(u32::MAX)));
     }
     // Positions before the table width; the table width before positions against the table.
     for entry in ENTRIES {
         let want = RopeError::PositionCountMismatch { tokens: TOKENS, positions: 1 };
-        expect_err(want, &mut b, |b| call_with_table(&rope, entry, good, b, 1, &Apply::ids(&[100])));
+        expect_err(want, &mut b, |b| call_with_table(&rope, entry, good, b, 1, &ApplyOptions::ids(&[100])));
         expect_err(RopeError::PositionOverflow, &mut b, |b| {
-            call_with_table(&rope, entry, good, b, 1, &Apply::start(u32::MAX))
+            call_with_table(&rope, entry, good, b, 1, &ApplyOptions::start(u32::MAX))
         });
         expect_err(RopeError::TableShape, &mut b, |b| {
-            call_with_table(&rope, entry, good, b, 1, &Apply::start(100))
+            call_with_table(&rope, entry, good, b, 1, &ApplyOptions::start(100))
         });
     }
 }

@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use rope_kernels::{Apply, CosSinTable, HeadsMut, Layout, Rope, RopeConfig, Scaling, View};
+use rope_kernels::{ApplyOptions, CosSinTable, HeadsMut, PairLayout, Rope, RopeConfig, Scaling, View};
 use serde_json::Value;
 
 struct Case {
@@ -34,8 +34,8 @@ fn load(name: &str) -> Case {
     };
     let usize_of = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{name}: {k}")) as usize;
     let layout = match v["layout"].as_str().unwrap() {
-        "half" => Layout::HalfSplit,
-        "interleaved" => Layout::Interleaved,
+        "half" => PairLayout::HalfSplit,
+        "interleaved" => PairLayout::Interleaved,
         other => panic!("{name}: layout {other}"),
     };
     let params = &v["params"];
@@ -67,12 +67,12 @@ fn max_error(case: &Case, config: RopeConfig) -> f64 {
     let rope = Rope::new(config).unwrap();
     let hd = rope.config().head_dim;
     let tokens = case.positions.len();
-    let view = View::bshd(tokens, case.heads, hd);
+    let view = View::token_major(tokens, case.heads, hd);
     assert_eq!(case.x.len(), tokens * case.heads * hd, "{}: x shape", case.name);
     assert_eq!(case.out_exact.len(), case.x.len(), "{}: out_exact shape", case.name);
 
     let mut y = case.x.clone();
-    rope.apply(HeadsMut::new(&mut y, view), &Apply::ids(&case.positions)).unwrap();
+    rope.apply(HeadsMut::new(&mut y, view), &ApplyOptions::ids(&case.positions)).unwrap();
     let rows = *case.positions.iter().max().unwrap() as usize + 1;
     let pairs = rope.config().pairs();
     let (mut cos, mut sin) = (vec![0.0f32; rows * pairs], vec![0.0f32; rows * pairs]);
@@ -85,7 +85,8 @@ fn max_error(case: &Case, config: RopeConfig) -> f64 {
     tables.push(cache.table());
     for table in tables {
         let mut yc = case.x.clone();
-        rope.apply(HeadsMut::new(&mut yc, view), &Apply::ids(&case.positions).with_table(table)).unwrap();
+        rope.apply(HeadsMut::new(&mut yc, view), &ApplyOptions::ids(&case.positions).with_table(table))
+            .unwrap();
         assert_eq!(
             y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             yc.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -148,8 +149,8 @@ fn golden_check_discriminates() {
         let case = load(name);
         let mut swapped = case.config.clone();
         swapped.layout = match swapped.layout {
-            Layout::HalfSplit => Layout::Interleaved,
-            Layout::Interleaved => Layout::HalfSplit,
+            PairLayout::HalfSplit => PairLayout::Interleaved,
+            PairLayout::Interleaved => PairLayout::HalfSplit,
         };
         assert!(max_error(&case, swapped) > 1e-3, "{name}: layout swap not detected");
         let mut short = case.config.clone();

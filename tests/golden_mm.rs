@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 
 use rope_kernels::{
-    vision_position_ids, AxisApply, CosSinTable, HeadsMut, MRope, MRopeIndex, MRopeStyle, RopeConfig, View,
+    vision_position_ids, AxisOptions, CosSinTable, HeadsMut, MRope, MRopeIndex, MRopeStyle, RopeConfig, View,
     VisionRope,
 };
 use serde_json::Value;
@@ -50,15 +50,15 @@ fn run<const N: usize>(
     ids: [&[u32]; N],
     pairs: usize,
     fill: impl Fn([&[u32]; N], &mut [f32], &mut [f32]),
-    apply: impl Fn(HeadsMut<'_, f32>, &AxisApply<'_, N>),
+    apply: impl Fn(HeadsMut<'_, f32>, &AxisOptions<'_, N>),
 ) -> Vec<f32> {
     let mut y = x.to_vec();
-    apply(HeadsMut::new(&mut y, view), &AxisApply::ids(ids));
+    apply(HeadsMut::new(&mut y, view), &AxisOptions::ids(ids));
     let tokens = ids[0].len();
     let (mut cos, mut sin) = (vec![0.0f32; tokens * pairs], vec![0.0f32; tokens * pairs]);
     fill(ids, &mut cos, &mut sin);
     let mut z = x.to_vec();
-    apply(HeadsMut::new(&mut z, view), &AxisApply::table(CosSinTable::new(&cos, &sin, pairs).unwrap()));
+    apply(HeadsMut::new(&mut z, view), &AxisOptions::table(CosSinTable::new(&cos, &sin, pairs).unwrap()));
     assert_eq!(
         y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
         z.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
@@ -76,7 +76,7 @@ fn mrope_case(name: &str, style: MRopeStyle) {
     let pos = streams(&v);
     let x: Vec<f32> = f64s(&v["x"]).iter().map(|&a| a as f32).collect();
     let tokens = pos[0].len();
-    let view = View::bshd(tokens, heads, hd);
+    let view = View::token_major(tokens, heads, hd);
 
     // The position helper reproduces `get_rope_index`.
     let types: Vec<u8> = u32s(&v["token_types"]).iter().map(|&t| t as u8).collect();
@@ -144,7 +144,7 @@ fn qwen2vl_vision_4x6() {
     assert_eq!(vec![h, w], pos, "{name}: position_ids");
 
     let x: Vec<f32> = f64s(&v["x"]).iter().map(|&a| a as f32).collect();
-    let view = View::bshd(tokens, heads, hd);
+    let view = View::token_major(tokens, heads, hd);
     let vit = VisionRope::new(RopeConfig::new(hd, theta)).unwrap();
     let exact_inv = f64s(&v["exact_inv_freq"]);
     for (a, b) in vit.axis_frequencies().inv_freq().iter().zip(&exact_inv) {

@@ -10,7 +10,7 @@
 #![cfg(feature = "hf-config")]
 
 use rope_kernels::hf_config::{LayerType, ModelConfig};
-use rope_kernels::{Apply, HeadsMut, Layout, Rope, RopeConfig, View};
+use rope_kernels::{ApplyOptions, HeadsMut, PairLayout, Rope, RopeConfig, View};
 use serde_json::Value;
 
 fn case(name: &str) -> Value {
@@ -30,8 +30,8 @@ fn max_abs(a: &[f32], b: &[f64]) -> f64 {
 fn run(rope: &Rope, v: &Value, positions: &[u32]) -> Vec<f32> {
     let mut out: Vec<f32> = f64s(&v["x"]).into_iter().map(|x| x as f32).collect();
     let heads = v["heads"].as_u64().unwrap() as usize;
-    let view = View::bshd(positions.len(), heads, rope.config().head_dim);
-    rope.apply(HeadsMut::new(&mut out, view), &Apply::ids(positions)).unwrap();
+    let view = View::token_major(positions.len(), heads, rope.config().head_dim);
+    rope.apply(HeadsMut::new(&mut out, view), &ApplyOptions::ids(positions)).unwrap();
     out
 }
 
@@ -46,8 +46,8 @@ fn check(name: &str, pick: impl Fn(&ModelConfig) -> RopeConfig) -> RopeConfig {
     let exact_inv_freq = f64s(&v["exact_inv_freq"]);
     let (out_exact, out_hf) = (f64s(&v["out_exact"]), f64s(&v["out_hf"]));
     let layout = match v["layout"].as_str().unwrap() {
-        "half" => Layout::HalfSplit,
-        "interleaved" => Layout::Interleaved,
+        "half" => PairLayout::HalfSplit,
+        "interleaved" => PairLayout::Interleaved,
         other => panic!("{name}: layout {other}"),
     };
     let mut configs = Vec::new();
@@ -114,7 +114,7 @@ fn golden_mm_discriminates() {
     let positions: Vec<u32> = f64s(&v["position_ids"][0]).iter().map(|&p| p as u32).collect();
     let m = ModelConfig::from_json_str(&serde_json::to_string(&v["config_published"]).unwrap()).unwrap();
     let mut half = m.rope.clone();
-    half.layout = Layout::HalfSplit;
+    half.layout = PairLayout::HalfSplit;
     assert!(max_abs(&run(&Rope::new(half).unwrap(), &v, &positions), &f64s(&v["out_exact"])) > 1e-3);
 }
 
@@ -122,7 +122,7 @@ fn golden_mm_discriminates() {
 // ---- loaded configuration, on the golden cases of the Qwen families.
 
 use rope_kernels::hf_config::{QkNormKind, VisionAxis};
-use rope_kernels::{vision_position_ids, MRopeApply, MRopeIndex, MRopeStyle, VisionApply, WeightOffset};
+use rope_kernels::{vision_position_ids, MRopeIndex, MRopeOptions, MRopeStyle, VisionOptions, WeightOffset};
 
 fn u32s(v: &Value) -> Vec<u32> {
     f64s(v).iter().map(|&p| p as u32).collect()
@@ -165,7 +165,7 @@ fn mrope_through_loader(name: &str, style: MRopeStyle) {
     let streams = [&ids[0][..], &ids[1][..], &ids[2][..]];
     let (heads, hd) = (v["heads"].as_u64().unwrap() as usize, v["head_dim"].as_u64().unwrap() as usize);
     let x = f32s(&v["x"]);
-    let view = View::bshd(ids[0].len(), heads, hd);
+    let view = View::token_major(ids[0].len(), heads, hd);
     for (form, model) in models(&v) {
         let spec = model.mrope.unwrap_or_else(|| panic!("{name} {form}: no MRoPE"));
         assert_eq!(spec.mrope_section.map(|s| s as u32).to_vec(), u32s(&v["mrope_section"]), "{name} {form}");
@@ -175,11 +175,11 @@ fn mrope_through_loader(name: &str, style: MRopeStyle) {
             assert_eq!(m.stream_of_pair(j), Some(s as usize), "{name} {form}: stream of pair {j}");
         }
         let mut y = x.clone();
-        m.apply(HeadsMut::new(&mut y, view), &MRopeApply::ids(streams)).unwrap();
+        m.apply(HeadsMut::new(&mut y, view), &MRopeOptions::ids(streams)).unwrap();
         let err = max_abs(&y, &f64s(&v["out_exact"]));
         let hf = m.clone().with_hf_inv_freq(&f32s(&v["hf_inv_freq"])).unwrap();
         let mut z = x.clone();
-        hf.apply(HeadsMut::new(&mut z, view), &MRopeApply::ids(streams)).unwrap();
+        hf.apply(HeadsMut::new(&mut z, view), &MRopeOptions::ids(streams)).unwrap();
         let hf_err = max_abs(&z, &f64s(&v["out_hf"]));
         println!("{name} ({form}) via loader: exact {err:.3e}, hf {hf_err:.3e}");
         assert!(err <= 2e-6, "{name} {form}: {err:e} vs out_exact");
@@ -189,7 +189,7 @@ fn mrope_through_loader(name: &str, style: MRopeStyle) {
             if style == MRopeStyle::Sectioned { MRopeStyle::Interleaved } else { MRopeStyle::Sectioned };
         if let Ok(w) = rope_kernels::MRope::new(model.rope.clone(), spec.mrope_section, other) {
             let mut yw = x.clone();
-            w.apply(HeadsMut::new(&mut yw, view), &MRopeApply::ids(streams)).unwrap();
+            w.apply(HeadsMut::new(&mut yw, view), &MRopeOptions::ids(streams)).unwrap();
             assert!(max_abs(&yw, &f64s(&v["out_exact"])) > 1e-3, "{name}: the other style passes");
         }
     }
@@ -219,7 +219,7 @@ fn qwen2vl_vision_4x6_via_loader() {
         let spec = model.vision.clone().unwrap_or_else(|| panic!("{form}: no vision RoPE"));
         assert_eq!(
             (spec.head_dim, spec.layout, spec.axes),
-            (hd, Layout::HalfSplit, [VisionAxis::Row, VisionAxis::Col])
+            (hd, PairLayout::HalfSplit, [VisionAxis::Row, VisionAxis::Col])
         );
         let merge = spec.spatial_merge_size.expect("spatial_merge_size") as u32;
         let (mut rows, mut cols) = (vec![0u32; n], vec![0u32; n]);
@@ -228,13 +228,13 @@ fn qwen2vl_vision_4x6_via_loader() {
         spec.fill_position_ids(&rows, &cols, &mut a, &mut b).unwrap();
         assert_eq!([a.clone(), b.clone()].to_vec(), ids, "{form}: patch positions");
         let vit = model.vision_rope().unwrap().expect("a VisionRope");
-        let view = View::bshd(n, heads, hd);
+        let view = View::token_major(n, heads, hd);
         let mut y = x.clone();
-        vit.apply(HeadsMut::new(&mut y, view), &VisionApply::ids([&a, &b])).unwrap();
+        vit.apply(HeadsMut::new(&mut y, view), &VisionOptions::ids([&a, &b])).unwrap();
         let err = max_abs(&y, &f64s(&v["out_exact"]));
         let hf = vit.with_hf_inv_freq(&f32s(&v["hf_inv_freq"])).unwrap();
         let mut z = x.clone();
-        hf.apply(HeadsMut::new(&mut z, view), &VisionApply::ids([&a, &b])).unwrap();
+        hf.apply(HeadsMut::new(&mut z, view), &VisionOptions::ids([&a, &b])).unwrap();
         let hf_err = max_abs(&z, &f64s(&v["out_hf"]));
         println!("qwen2vl_vision_4x6 ({form}) via loader: exact {err:.3e}, hf {hf_err:.3e}");
         assert!(err <= 2e-6, "{form}: {err:e} vs out_exact");
@@ -251,7 +251,7 @@ fn qwen3_qknorm_rope_via_loader() {
     let (heads, hd) = (v["heads"].as_u64().unwrap() as usize, v["head_dim"].as_u64().unwrap() as usize);
     let x = f32s(&v["x"]);
     let weight = f32s(&v["qk_norm"]["weight"]);
-    let view = View::bshd(positions.len(), heads, hd);
+    let view = View::token_major(positions.len(), heads, hd);
     for (form, model) in models(&v) {
         let spec = model.qk_norm().unwrap().unwrap_or_else(|| panic!("{form}: no qk norm"));
         assert_eq!(spec.kind, QkNormKind::RmsBefore(WeightOffset::Zero), "{form}");
@@ -264,11 +264,11 @@ fn qwen3_qknorm_rope_via_loader() {
         let config = model.rope_for_layer(0).unwrap().clone();
         let rope = Rope::new(config.clone()).unwrap();
         let mut y = x.clone();
-        rope.apply_qk_norm(HeadsMut::new(&mut y, view), None, &norm, &Apply::ids(&positions)).unwrap();
+        rope.apply_qk_norm(HeadsMut::new(&mut y, view), None, &norm, &ApplyOptions::ids(&positions)).unwrap();
         let err = max_abs(&y, &f64s(&v["out_exact"]));
         let hf = Rope::new(config).unwrap().with_hf_inv_freq(&f32s(&v["hf_inv_freq"])).unwrap();
         let mut z = x.clone();
-        hf.apply_qk_norm(HeadsMut::new(&mut z, view), None, &norm, &Apply::ids(&positions)).unwrap();
+        hf.apply_qk_norm(HeadsMut::new(&mut z, view), None, &norm, &ApplyOptions::ids(&positions)).unwrap();
         let hf_err = max_abs(&z, &f64s(&v["out_hf"]));
         println!("qwen3_qknorm_rope ({form}) via loader: exact {err:.3e}, hf {hf_err:.3e}");
         assert!(err <= 2e-6, "{form}: {err:e} vs out_exact");
@@ -296,7 +296,7 @@ fn operations_of_every_multimodal_config() {
             let m = config(&format!("{name}-{form}"));
             assert_eq!(m.mrope_rope().unwrap().map(|r| r.style()), Some(style), "{name} {form}");
             let vit = m.vision_rope().unwrap().expect("vision RoPE");
-            assert_eq!(vit.rope().config().layout, Layout::HalfSplit, "{name} {form}");
+            assert_eq!(vit.rope().config().layout, PairLayout::HalfSplit, "{name} {form}");
         }
         let qwen3vl = config(&format!("qwen3-vl-8b-instruct-{form}"));
         assert_eq!(
@@ -312,9 +312,9 @@ fn operations_of_every_multimodal_config() {
         let spec = llama4.vision.clone().expect("Llama 4 vision RoPE");
         assert_eq!(
             (spec.layout, spec.axes, spec.position_offset),
-            (Layout::Interleaved, [VisionAxis::Col, VisionAxis::Row], 1)
+            (PairLayout::Interleaved, [VisionAxis::Col, VisionAxis::Row], 1)
         );
-        assert_eq!(llama4.vision_rope().unwrap().unwrap().rope().config().layout, Layout::Interleaved);
+        assert_eq!(llama4.vision_rope().unwrap().unwrap().rope().config().layout, PairLayout::Interleaved);
         let (mut x1, mut y1) = ([0u32; 2], [0u32; 2]);
         spec.fill_position_ids(&[0, 5], &[3, 0], &mut x1, &mut y1).unwrap();
         assert_eq!((x1, y1), ([4, 1], [1, 6]), "[x + 1, y + 1]");

@@ -6,7 +6,9 @@
 //! the output matches `out_exact` within 2e-6 absolute in `Exact` mode, and `out_hf` within
 //! 2e-6 absolute in `HfCompatible` mode with the case's `hf_inv_freq` as the f32 table.
 
-use rope_kernels::{Apply, HeadsMut, Layout, LongRopeParams, Rope, RopeConfig, Scaling, View, YarnParams};
+use rope_kernels::{
+    ApplyOptions, HeadsMut, LongRopeParams, PairLayout, Rope, RopeConfig, Scaling, View, YarnParams,
+};
 use serde_json::Value;
 
 struct Case {
@@ -71,8 +73,8 @@ fn load(name: &str) -> Case {
     let path = format!("{}/tests/data/golden/{name}.json", env!("CARGO_MANIFEST_DIR"));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let layout = match v["layout"].as_str().unwrap() {
-        "half" => Layout::HalfSplit,
-        "interleaved" => Layout::Interleaved,
+        "half" => PairLayout::HalfSplit,
+        "interleaved" => PairLayout::Interleaved,
         other => panic!("layout {other}"),
     };
     let p = &v["params"];
@@ -114,8 +116,8 @@ fn rel(a: f64, b: f64) -> f64 {
 
 fn run(rope: &Rope, c: &Case) -> Vec<f32> {
     let mut out = c.x.clone();
-    let view = View::bshd(c.positions.len(), c.heads, c.config.head_dim);
-    rope.apply(HeadsMut::new(&mut out, view), &Apply::ids(&c.positions)).unwrap();
+    let view = View::token_major(c.positions.len(), c.heads, c.config.head_dim);
+    rope.apply(HeadsMut::new(&mut out, view), &ApplyOptions::ids(&c.positions)).unwrap();
     out
 }
 

@@ -4,7 +4,7 @@
 #![cfg(feature = "hf-config")]
 
 use rope_kernels::hf_config::{ConfigError, LayerType, ModelConfig, MropeSpec, VisionAxis};
-use rope_kernels::{Frequencies, Layout, Rope, RopeError, Scaling};
+use rope_kernels::{Frequencies, PairLayout, Rope, RopeError, Scaling};
 
 /// Errors and warnings: each names the field.
 #[path = "hf_config/errors.rs"]

@@ -13,9 +13,9 @@
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rope_kernels::{
-    bf16, f16, quantize_row_q8_0, Apply, Batch, BlockQ8_0, CacheElement, CacheLayout, CosSin, CosSinTable,
-    Dest, Element, HeadSet, Heads, HeadsMut, LayerApply, Layout, Operand, Positions, Qkv, Rope, RopeConfig,
-    RopeError, Scaling, Slots, View,
+    bf16, f16, quantize_row_q8_0, ApplyOptions, Batch, BlockQ8_0, CacheElement, CacheLayout, CosSin,
+    CosSinTable, Dest, Element, HeadSet, Heads, HeadsMut, LayerOptions, Operand, PairLayout, Positions, Qkv,
+    Rope, RopeConfig, RopeError, Scaling, Slots, View,
 };
 
 const CASES: usize = if cfg!(miri) { 2 } else { 40 };

@@ -2,9 +2,9 @@
 //! RoPE where the streams coincide, the position helpers.
 
 use rope_kernels::{
-    vision_position_ids, Apply, CosSinTable, Heads, HeadsMut, Layout, LongRopeParams, MRope, MRopeApply,
-    MRopeIndex, MRopeStyle, Rope, RopeConfig, RopeError, Scaling, View, VisionApply, VisionRope, YarnParams,
-    TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
+    vision_position_ids, ApplyOptions, CosSinTable, Heads, HeadsMut, LongRopeParams, MRope, MRopeIndex,
+    MRopeOptions, MRopeStyle, PairLayout, Rope, RopeConfig, RopeError, Scaling, View, VisionOptions,
+    VisionRope, YarnParams, TOKEN_IMAGE, TOKEN_TEXT, TOKEN_VIDEO,
 };
 
 fn qwen2vl() -> MRope<'static> {
@@ -79,23 +79,26 @@ fn call_errors_write_nothing() {
     let m = qwen2vl();
     let x = input(3 * 2 * 128);
     let (t, h, w) = ([0u32, 1, 2], [0u32, 1, 2], [0u32, 1]);
-    let view = View::bshd(3, 2, 128);
+    let view = View::token_major(3, 2, 128);
     let mut y = x.clone();
     // A stream of the wrong length (w), on the fly.
-    let e = m.apply(HeadsMut::new(&mut y, view), &MRopeApply::ids([&t, &h, &w]));
+    let e = m.apply(HeadsMut::new(&mut y, view), &MRopeOptions::ids([&t, &h, &w]));
     assert_eq!(e, Err(RopeError::PositionCountMismatch { tokens: 3, positions: 2 }));
     assert_eq!(y, x);
     // Views are checked before the streams.
-    let e = m.apply(HeadsMut::new(&mut y[..100], view), &MRopeApply::ids([&t, &h, &w]));
+    let e = m.apply(HeadsMut::new(&mut y[..100], view), &MRopeOptions::ids([&t, &h, &w]));
     assert!(matches!(e, Err(RopeError::BufferTooShort { .. })), "{e:?}");
     // A table of the wrong width, then one of too few rows (positions: token indices).
     let (cos, sin) = (vec![0.5f32; 3 * 32], vec![0.5f32; 3 * 32]);
     let narrow = CosSinTable::new(&cos, &sin, 32).unwrap();
-    assert_eq!(m.apply(HeadsMut::new(&mut y, view), &MRopeApply::table(narrow)), Err(RopeError::TableShape));
+    assert_eq!(
+        m.apply(HeadsMut::new(&mut y, view), &MRopeOptions::table(narrow)),
+        Err(RopeError::TableShape)
+    );
     let (cos, sin) = (vec![0.5f32; 2 * 64], vec![0.5f32; 2 * 64]);
     let short = CosSinTable::new(&cos, &sin, 64).unwrap();
     assert_eq!(
-        m.apply(HeadsMut::new(&mut y, view), &MRopeApply::table(short)),
+        m.apply(HeadsMut::new(&mut y, view), &MRopeOptions::table(short)),
         Err(RopeError::PositionOutOfRange { position: 2, rows: 2 })
     );
     // Out of place, k with another token count.
@@ -105,8 +108,11 @@ fn call_errors_write_nothing() {
     let e = m.apply_qk_into(
         Heads::new(&x, view),
         HeadsMut::new(&mut out, view),
-        Some((Heads::new(&kx, View::bshd(2, 1, 128)), HeadsMut::new(&mut ko, View::bshd(2, 1, 128)))),
-        &MRopeApply::ids([&t, &h, &t]),
+        Some((
+            Heads::new(&kx, View::token_major(2, 1, 128)),
+            HeadsMut::new(&mut ko, View::token_major(2, 1, 128)),
+        )),
+        &MRopeOptions::ids([&t, &h, &t]),
     );
     assert!(matches!(e, Err(RopeError::ShapeMismatch { .. })), "{e:?}");
     assert!(out.iter().chain(&ko).all(|&v| v == 7.0));
@@ -125,11 +131,11 @@ fn call_errors_write_nothing() {
     let v = VisionRope::new(RopeConfig::new(80, 1e4)).unwrap();
     let vx = input(3 * 80);
     let mut vy = vx.clone();
-    let e = v.apply(HeadsMut::new(&mut vy, View::bshd(3, 1, 80)), &VisionApply::ids([&t, &w]));
+    let e = v.apply(HeadsMut::new(&mut vy, View::token_major(3, 1, 80)), &VisionOptions::ids([&t, &w]));
     assert_eq!(e, Err(RopeError::PositionCountMismatch { tokens: 3, positions: 2 }));
     assert_eq!(vy, vx);
     // Zero tokens: Ok no-op once the arguments are consistent.
-    v.apply(HeadsMut::new(&mut vy, View::bshd(0, 1, 80)), &VisionApply::ids([&[], &[]])).unwrap();
+    v.apply(HeadsMut::new(&mut vy, View::token_major(0, 1, 80)), &VisionOptions::ids([&[], &[]])).unwrap();
 }
 
 /// Text tokens (t = h = w) rotate exactly as the 1-D RoPE, in both styles and modes.
@@ -137,7 +143,7 @@ fn call_errors_write_nothing() {
 fn text_tokens_match_plain_rope() {
     let c = RopeConfig::new(128, 1e6);
     let pos = [0u32, 5, 17, 4095, 1 << 20, u32::MAX];
-    let view = View::bshd(pos.len(), 3, 128);
+    let view = View::token_major(pos.len(), 3, 128);
     let x = input(pos.len() * 3 * 128);
     for style in [MRopeStyle::Sectioned, MRopeStyle::Interleaved] {
         let section = if style == MRopeStyle::Sectioned { [16, 24, 24] } else { [24, 20, 20] };
@@ -150,11 +156,11 @@ fn text_tokens_match_plain_rope() {
                 r = r.with_hf_inv_freq(&inv).unwrap();
             }
             let (mut a, mut b) = (x.clone(), x.clone());
-            m.apply(HeadsMut::new(&mut a, view), &MRopeApply::ids([&pos, &pos, &pos])).unwrap();
-            r.apply(HeadsMut::new(&mut b, view), &Apply::ids(&pos)).unwrap();
+            m.apply(HeadsMut::new(&mut a, view), &MRopeOptions::ids([&pos, &pos, &pos])).unwrap();
+            r.apply(HeadsMut::new(&mut b, view), &ApplyOptions::ids(&pos)).unwrap();
             assert_eq!(a, b, "{style:?} hf {hf}");
             // The inverse undoes it (to rounding).
-            m.apply(HeadsMut::new(&mut a, view), &MRopeApply::ids([&pos, &pos, &pos]).inverse()).unwrap();
+            m.apply(HeadsMut::new(&mut a, view), &MRopeOptions::ids([&pos, &pos, &pos]).inverse()).unwrap();
             assert!(a.iter().zip(&x).all(|(p, q)| (p - q).abs() < 1e-5));
         }
     }
@@ -164,7 +170,7 @@ fn text_tokens_match_plain_rope() {
 /// check one pair of each axis against libm.
 #[test]
 fn vision_pairs_use_their_axis() {
-    for layout in [Layout::HalfSplit, Layout::Interleaved] {
+    for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
         let v = VisionRope::new(RopeConfig::new(16, 100.0).with_layout(layout)).unwrap();
         let (h, w) = ([3u32], [11u32]);
         let mut cos = [0.0f32; 8];
@@ -284,7 +290,7 @@ fn rope_ref_forms_match_objects() {
     let pos = [vec![0u32, 3, 3, 9, 70_000], vec![0u32, 3, 4, 9, 12], vec![0u32, 3, 5, 9, 1 << 30]];
     let ids = [&pos[0][..], &pos[1][..], &pos[2][..]];
     let x = input(5 * 4 * 128);
-    let view = View::bshd(5, 4, 128);
+    let view = View::token_major(5, 4, 128);
     for (section, style) in [([16, 24, 24], MRopeStyle::Sectioned), ([24, 20, 20], MRopeStyle::Interleaved)] {
         for hf in [false, true] {
             let c = RopeConfig::new(128, 1e6);
@@ -296,9 +302,9 @@ fn rope_ref_forms_match_objects() {
                 r = r.with_hf_inv_freq(&inv).unwrap();
             }
             let (mut a, mut b) = (x.clone(), x.clone());
-            m.apply(HeadsMut::new(&mut a, view), &MRopeApply::ids(ids)).unwrap();
+            m.apply(HeadsMut::new(&mut a, view), &MRopeOptions::ids(ids)).unwrap();
             r.as_ref()
-                .apply_mrope_qk(HeadsMut::new(&mut b, view), None, section, style, &MRopeApply::ids(ids))
+                .apply_mrope_qk(HeadsMut::new(&mut b, view), None, section, style, &MRopeOptions::ids(ids))
                 .unwrap();
             assert_eq!(a, b, "{style:?} hf {hf}");
             let (mut c1, mut s1, mut c2, mut s2) =
@@ -317,7 +323,7 @@ fn rope_ref_forms_match_objects() {
             None,
             [16, 24, 25],
             MRopeStyle::Sectioned,
-            &MRopeApply::ids(ids)
+            &MRopeOptions::ids(ids)
         ),
         Err(RopeError::InvalidMropeSection { mrope_section: [16, 24, 25], pairs: 64 })
     );
@@ -325,7 +331,7 @@ fn rope_ref_forms_match_objects() {
 
     // Vision: HF's per-axis table k at 1-D index 2k.
     let vx = input(5 * 2 * 80);
-    let vview = View::bshd(5, 2, 80);
+    let vview = View::token_major(5, 2, 80);
     let vids = [&pos[0][..], &pos[1][..]];
     for hf in [false, true] {
         let c = RopeConfig::new(80, 1e4);
@@ -338,13 +344,13 @@ fn rope_ref_forms_match_objects() {
             r = r.with_hf_inv_freq(&full).unwrap();
         }
         let (mut a, mut b) = (vx.clone(), vx.clone());
-        v.apply(HeadsMut::new(&mut a, vview), &VisionApply::ids(vids)).unwrap();
-        r.as_ref().apply_vision_qk(HeadsMut::new(&mut b, vview), None, &VisionApply::ids(vids)).unwrap();
+        v.apply(HeadsMut::new(&mut a, vview), &VisionOptions::ids(vids)).unwrap();
+        r.as_ref().apply_vision_qk(HeadsMut::new(&mut b, vview), None, &VisionOptions::ids(vids)).unwrap();
         assert_eq!(a, b, "vision hf {hf}");
     }
     let bad = Rope::new(RopeConfig::new(80, 1e4).with_rotary_dim(78)).unwrap();
     assert_eq!(
-        bad.as_ref().apply_vision_qk(HeadsMut::new(&mut y, vview), None, &VisionApply::ids(vids)),
+        bad.as_ref().apply_vision_qk(HeadsMut::new(&mut y, vview), None, &VisionOptions::ids(vids)),
         Err(RopeError::InvalidRotaryDim { rotary_dim: 78 })
     );
 }
@@ -356,12 +362,12 @@ fn rope_ref_forms_match_objects() {
 #[test]
 fn llama4_vision_is_interleaved_vision_rope() {
     let (hd, theta) = (88usize, 10_000.0f64);
-    let v = VisionRope::new(RopeConfig::new(hd, theta).with_layout(Layout::Interleaved)).unwrap();
+    let v = VisionRope::new(RopeConfig::new(hd, theta).with_layout(PairLayout::Interleaved)).unwrap();
     // Patches (x, y) = (3, 0), (0, 5), (31, 31), then CLS.
     let (xs, ys) = ([4u32, 1, 32, 0], [1u32, 6, 32, 0]);
     let x = input(4 * hd);
     let mut y = x.clone();
-    v.apply(HeadsMut::new(&mut y, View::bshd(4, 1, hd)), &VisionApply::ids([&xs, &ys])).unwrap();
+    v.apply(HeadsMut::new(&mut y, View::token_major(4, 1, hd)), &VisionOptions::ids([&xs, &ys])).unwrap();
     let q = hd / 4;
     for t in 0..4 {
         for j in 0..hd / 2 {
@@ -389,24 +395,30 @@ fn dynamic_scaling_matches_plain_rope() {
         let c = RopeConfig::new(128, 1e6).with_scaling(scaling);
         let r = Rope::new(c.clone()).unwrap();
         for pos in [vec![0u32, 5, 17], vec![3u32, 100, 5000], vec![9000u32, 1, 2]] {
-            let view = View::bshd(3, 2, 128);
+            let view = View::token_major(3, 2, 128);
             let x = input(3 * 2 * 128);
             let (mut want, mut y) = (x.clone(), x.clone());
-            r.apply(HeadsMut::new(&mut want, view), &Apply::ids(&pos)).unwrap();
+            r.apply(HeadsMut::new(&mut want, view), &ApplyOptions::ids(&pos)).unwrap();
             for style in [MRopeStyle::Sectioned, MRopeStyle::Interleaved] {
                 let section = if style == MRopeStyle::Sectioned { [16, 24, 24] } else { [24, 20, 20] };
                 let m = MRope::new(c.clone(), section, style).unwrap();
                 let ids = [&pos[..], &pos[..], &pos[..]];
                 y.copy_from_slice(&x);
-                m.apply(HeadsMut::new(&mut y, view), &MRopeApply::ids(ids)).unwrap();
+                m.apply(HeadsMut::new(&mut y, view), &MRopeOptions::ids(ids)).unwrap();
                 assert_eq!(y, want, "{style:?} {pos:?}");
                 let table = m.build_table(ids).unwrap();
                 y.copy_from_slice(&x);
-                m.apply(HeadsMut::new(&mut y, view), &MRopeApply::table(table.table())).unwrap();
+                m.apply(HeadsMut::new(&mut y, view), &MRopeOptions::table(table.table())).unwrap();
                 assert_eq!(y, want, "{style:?} {pos:?} table");
                 y.copy_from_slice(&x);
                 r.as_ref()
-                    .apply_mrope_qk(HeadsMut::new(&mut y, view), None, section, style, &MRopeApply::ids(ids))
+                    .apply_mrope_qk(
+                        HeadsMut::new(&mut y, view),
+                        None,
+                        section,
+                        style,
+                        &MRopeOptions::ids(ids),
+                    )
                     .unwrap();
                 assert_eq!(y, want, "{style:?} {pos:?} borrowed");
             }
@@ -469,11 +481,11 @@ fn rows_follow_the_section_formula() {
                     }
                     // On the fly = the table, bit for bit.
                     let x = input(2 * 2 * pairs);
-                    let view = View::bshd(2, 1, 2 * pairs);
+                    let view = View::token_major(2, 1, 2 * pairs);
                     let (mut a, mut b) = (x.clone(), x.clone());
-                    m.apply(HeadsMut::new(&mut a, view), &MRopeApply::ids([&t, &h, &w])).unwrap();
+                    m.apply(HeadsMut::new(&mut a, view), &MRopeOptions::ids([&t, &h, &w])).unwrap();
                     let table = CosSinTable::new(&cos, &sin, pairs).unwrap();
-                    m.apply(HeadsMut::new(&mut b, view), &MRopeApply::table(table)).unwrap();
+                    m.apply(HeadsMut::new(&mut b, view), &MRopeOptions::table(table)).unwrap();
                     assert_eq!(a, b, "{style:?} {section:?}");
                 }
             }

@@ -12,8 +12,8 @@ mod common;
 use common::*;
 use rand::RngExt;
 use rope_kernels::{
-    bf16, f16, Apply, CosSinTable, Heads, HeadsMut, Layout, PreparedCall, Rope, RopeConfig, RopeError,
-    Scaling, View,
+    bf16, f16, ApplyOptions, CosSinTable, Heads, HeadsMut, PairLayout, PreparedCall, Rope, RopeConfig,
+    RopeError, Scaling, View,
 };
 
 /// How a prepared call is driven.
@@ -105,8 +105,8 @@ fn drive<T: rope_kernels::Element>(mut call: PreparedCall<'_, T>, how: Drive, na
 /// A strided view: 0 BSHD, 1 BHSD, 2 padded rows and tokens (a fused-QKV-like layout).
 fn view(kind: u8, tokens: usize, heads: usize, hd: usize) -> View {
     match kind {
-        0 => View::bshd(tokens, heads, hd),
-        1 => View::bhsd(tokens, heads, hd),
+        0 => View::token_major(tokens, heads, hd),
+        1 => View::head_major(tokens, heads, hd),
         _ => View { tokens, heads, token_stride: heads * (hd + 1) + 2, head_stride: hd + 1 },
     }
 }
@@ -184,7 +184,7 @@ fn call_qk<T: rope_kernels::Element>(
     via: Via,
     v: &Views,
     bufs: &Bufs<T>,
-    opts: &Apply<'_>,
+    opts: &ApplyOptions<'_>,
     name: &str,
 ) -> (Result<(), RopeError>, Vec<T>, Vec<T>) {
     let (mut q, mut k, mut qo, mut ko) = bufs.clone();
@@ -236,7 +236,7 @@ impl Case {
         let pairs = [1usize, 3, 4, 8, 17][rng.random_range(0..5)];
         let rotary_dim = 2 * pairs;
         let head_dim = rotary_dim + [0, 0, 2, 5][rng.random_range(0..4)];
-        let layout = if rng.random_bool(0.5) { Layout::HalfSplit } else { Layout::Interleaved };
+        let layout = if rng.random_bool(0.5) { PairLayout::HalfSplit } else { PairLayout::Interleaved };
         let mut config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout);
         if dynamic && head_dim > 2 && rotary_dim > 2 {
             config = config.with_scaling(Scaling::DynamicNtk { factor: 2.0, max_position_embeddings: 16 });
@@ -279,8 +279,9 @@ impl Case {
         }
     }
 
-    fn opts(&self) -> Apply<'_> {
-        let mut o = if self.use_ids { Apply::ids(&self.positions) } else { Apply::start(self.start) };
+    fn opts(&self) -> ApplyOptions<'_> {
+        let mut o =
+            if self.use_ids { ApplyOptions::ids(&self.positions) } else { ApplyOptions::start(self.start) };
         if let Some((cos, sin)) = &self.table {
             o = o.with_table(CosSinTable::new(cos, sin, self.rope.config().pairs()).unwrap());
         }
@@ -385,19 +386,20 @@ fn dynamic_frequencies_once_per_call() {
         rope.frequencies_at(tokens as u64).unwrap().inv_freq(),
         "the fixture must make per-chunk frequencies differ"
     );
-    let v = View::bshd(tokens, 3, 16);
+    let v = View::token_major(tokens, 3, 16);
     let x0: Vec<f32> = random_vec(&mut rng(9), tokens * 3 * 16);
     let mut single = x0.clone();
-    rope.apply(HeadsMut::new(&mut single, v), &Apply::ids(&positions)).unwrap();
+    rope.apply(HeadsMut::new(&mut single, v), &ApplyOptions::ids(&positions)).unwrap();
     let mut chunked = x0.clone();
-    let mut call = rope.prepare(HeadsMut::new(&mut chunked, v), &Apply::ids(&positions)).unwrap();
+    let mut call = rope.prepare(HeadsMut::new(&mut chunked, v), &ApplyOptions::ids(&positions)).unwrap();
     let chunks: Vec<_> = call.parts(4).collect();
     assert_eq!(chunks[0].range(), 0..10);
     chunks.into_iter().for_each(|c| c.run());
     assert_bits(&single, &chunked, "dynamic ntk, 4 parts");
     // The first chunk run as a call of its own differs: what per-chunk frequencies would do.
     let mut alone = x0.clone();
-    rope.apply(HeadsMut::new(&mut alone, View::bshd(10, 3, 16)), &Apply::ids(&positions[..10])).unwrap();
+    rope.apply(HeadsMut::new(&mut alone, View::token_major(10, 3, 16)), &ApplyOptions::ids(&positions[..10]))
+        .unwrap();
     assert_ne!(alone[..10 * 48], single[..10 * 48]);
 }
 
@@ -410,9 +412,9 @@ fn empty_calls() {
     for (tokens, qh, kh) in [(0, 2, 1), (3, 0, 0), (0, 0, 0)] {
         let mut call = rope
             .prepare_qk(
-                HeadsMut::new(&mut q, View::bshd(tokens, qh, 8)),
-                Some(HeadsMut::new(&mut k, View::bshd(tokens, kh, 8))),
-                &Apply::start(7),
+                HeadsMut::new(&mut q, View::token_major(tokens, qh, 8)),
+                Some(HeadsMut::new(&mut k, View::token_major(tokens, kh, 8))),
+                &ApplyOptions::start(7),
             )
             .unwrap();
         let case = format!("{tokens} tokens, {qh} q heads, {kh} k heads");
@@ -422,9 +424,9 @@ fn empty_calls() {
         call.run();
         #[cfg(feature = "rayon")]
         rope.par_apply_qk(
-            HeadsMut::new(&mut q, View::bshd(tokens, qh, 8)),
-            Some(HeadsMut::new(&mut k, View::bshd(tokens, kh, 8))),
-            &Apply::start(7),
+            HeadsMut::new(&mut q, View::token_major(tokens, qh, 8)),
+            Some(HeadsMut::new(&mut k, View::token_major(tokens, kh, 8))),
+            &ApplyOptions::start(7),
         )
         .unwrap();
     }
@@ -432,9 +434,9 @@ fn empty_calls() {
     // Zero q heads but k heads: the tokens are there and k is rotated.
     let call = rope
         .prepare_qk(
-            HeadsMut::new(&mut q, View::bshd(2, 0, 8)),
-            Some(HeadsMut::new(&mut k, View::bshd(2, 1, 8))),
-            &Apply::start(7),
+            HeadsMut::new(&mut q, View::token_major(2, 0, 8)),
+            Some(HeadsMut::new(&mut k, View::token_major(2, 1, 8))),
+            &ApplyOptions::start(7),
         )
         .unwrap();
     assert_eq!((call.tokens(), call.elements_per_token()), (2, 8));
@@ -447,7 +449,8 @@ fn empty_calls() {
 fn degenerate_chunk_arguments() {
     let rope = Rope::new(RopeConfig::new(4, 10_000.0)).unwrap();
     let mut x = vec![1.0f32; 5 * 4];
-    let mut call = rope.prepare(HeadsMut::new(&mut x, View::bshd(5, 1, 4)), &Apply::start(1)).unwrap();
+    let mut call =
+        rope.prepare(HeadsMut::new(&mut x, View::token_major(5, 1, 4)), &ApplyOptions::start(1)).unwrap();
     assert_eq!(call.chunks(0).len(), 5);
     assert_eq!(call.parts(0).len(), 1);
     let (a, b) = call.whole().split_at(99);
@@ -483,14 +486,14 @@ struct Bad {
 fn bad_cases() -> Vec<Bad> {
     let hd = 8;
     let ok = Bad {
-        qv: View::bshd(3, 4, hd),
-        kv: Some(View::bshd(3, 2, hd)),
+        qv: View::token_major(3, 4, hd),
+        kv: Some(View::token_major(3, 2, hd)),
         ids: None,
         start: 5,
         table_rows: None,
         table_pairs: 3,
-        qov: View::bshd(3, 4, hd),
-        kov: Some(View::bshd(3, 2, hd)),
+        qov: View::token_major(3, 4, hd),
+        kov: Some(View::token_major(3, 2, hd)),
     };
     let with = |f: &dyn Fn(&mut Bad)| {
         let mut b = Bad { ids: ok.ids.clone(), ..ok };
@@ -498,9 +501,9 @@ fn bad_cases() -> Vec<Bad> {
         b
     };
     vec![
-        with(&|b| b.qv = View::bshd(30, 4, hd)), // q too short
+        with(&|b| b.qv = View::token_major(30, 4, hd)), // q too short
         with(&|b| b.qv = View { tokens: 3, heads: 4, token_stride: 8, head_stride: 2 }), // q overlap
-        with(&|b| b.kv = Some(View::bshd(4, 2, hd))), // k tokens
+        with(&|b| b.kv = Some(View::token_major(4, 2, hd))), // k tokens
         with(&|b| b.kv = Some(View { tokens: 3, heads: 2, token_stride: usize::MAX / 2, head_stride: 8 })),
         with(&|b| b.ids = Some(vec![1, 2])),                      // count
         with(&|b| b.start = u32::MAX - 1),                        // overflow
@@ -508,12 +511,17 @@ fn bad_cases() -> Vec<Bad> {
         with(&|b| b.table_rows = Some(7)),                        // out of range
         with(&|b| (b.table_rows, b.ids) = (Some(7), Some(vec![0, 6, 2]))), // ids in range: ok
         with(&|b| (b.table_rows, b.ids) = (Some(7), Some(vec![0, 7, 2]))), // ids out of range
-        with(&|b| (b.qv, b.start) = (View::bshd(30, 4, hd), u32::MAX)), // order: view first
-        with(&|b| (b.qv, b.kv, b.start) = (View::bshd(3, 0, hd), Some(View::bshd(3, 0, hd)), u32::MAX)),
-        with(&|b| (b.qv, b.kv, b.table_rows) = (View::bshd(0, 4, hd), Some(View::bshd(0, 2, hd)), Some(1))),
-        with(&|b| b.qov = View::bshd(3, 3, hd)),       // q_out shape
-        with(&|b| b.kov = Some(View::bshd(3, 2, 20))), // k_out too short
-        with(&|b| (b.qov, b.kv) = (View::bshd(3, 3, hd), Some(View::bshd(4, 2, hd)))), // order
+        with(&|b| (b.qv, b.start) = (View::token_major(30, 4, hd), u32::MAX)), // order: view first
+        with(&|b| {
+            (b.qv, b.kv, b.start) = (View::token_major(3, 0, hd), Some(View::token_major(3, 0, hd)), u32::MAX)
+        }),
+        with(&|b| {
+            (b.qv, b.kv, b.table_rows) =
+                (View::token_major(0, 4, hd), Some(View::token_major(0, 2, hd)), Some(1))
+        }),
+        with(&|b| b.qov = View::token_major(3, 3, hd)), // q_out shape
+        with(&|b| b.kov = Some(View::token_major(3, 2, 20))), // k_out too short
+        with(&|b| (b.qov, b.kv) = (View::token_major(3, 3, hd), Some(View::token_major(4, 2, hd)))), // order
         ok,
     ]
 }
@@ -526,8 +534,8 @@ fn errors_identical_and_nothing_written() {
     let mut seen_err = 0;
     for (i, b) in bad_cases().iter().enumerate() {
         let mut opts = match &b.ids {
-            Some(ids) => Apply::ids(ids),
-            None => Apply::start(b.start),
+            Some(ids) => ApplyOptions::ids(ids),
+            None => ApplyOptions::start(b.start),
         };
         if let Some(rows) = b.table_rows {
             let n = rows * b.table_pairs;
@@ -561,23 +569,23 @@ fn errors_identical_and_nothing_written() {
 #[cfg(feature = "rayon")]
 fn par_large<T: TestElem>(seed: u64) {
     let mut rng = rng(seed);
-    for (i, layout) in [Layout::HalfSplit, Layout::Interleaved].into_iter().enumerate() {
+    for (i, layout) in [PairLayout::HalfSplit, PairLayout::Interleaved].into_iter().enumerate() {
         let hd = 64;
         let rope = Rope::new(RopeConfig::new(hd, 500_000.0).with_rotary_dim(48).with_layout(layout)).unwrap();
         let cache = rope.build_cache(4096).unwrap();
         let tokens = 301;
         let (qv, kv) = if i == 0 {
-            (View::bshd(tokens, 6, hd), View::bshd(tokens, 2, hd))
+            (View::token_major(tokens, 6, hd), View::token_major(tokens, 2, hd))
         } else {
-            (View::bhsd(tokens, 6, hd), view(2, tokens, 2, hd))
+            (View::head_major(tokens, 6, hd), view(2, tokens, 2, hd))
         };
         let ids: Vec<u32> = (0..tokens).map(|_| rng.random_range(0..4096)).collect();
         let q0: Vec<T> = buffer(&mut rng, qv, hd);
         let k0: Vec<T> = buffer(&mut rng, kv, hd);
         let options = [
-            ("start 3000", Apply::start(3000)),
-            ("ids, cache table", Apply::ids(&ids).with_table(cache.table())),
-            ("ids, inverse", Apply::ids(&ids).inverse()),
+            ("start 3000", ApplyOptions::start(3000)),
+            ("ids, cache table", ApplyOptions::ids(&ids).with_table(cache.table())),
+            ("ids, inverse", ApplyOptions::ids(&ids).inverse()),
         ];
         for (what, opts) in options {
             let name = format!("{} seed {seed} {layout:?} {what}", T::NAME);
@@ -595,7 +603,7 @@ fn par_large<T: TestElem>(seed: u64) {
                 // Out of place, q only, into BSHD.
                 let mut o1 = vec![T::default(); tokens * 6 * hd];
                 let mut o2 = o1.clone();
-                let ov = View::bshd(tokens, 6, hd);
+                let ov = View::token_major(tokens, 6, hd);
                 rope.apply_into(Heads::new(&q0, qv), HeadsMut::new(&mut o1, ov), &opts).unwrap();
                 pool.install(|| rope.par_apply_into(Heads::new(&q0, qv), HeadsMut::new(&mut o2, ov), &opts))
                     .unwrap();
@@ -632,11 +640,11 @@ fn par_dynamic_ntk() {
         .with_scaling(Scaling::DynamicNtk { factor: 4.0, max_position_embeddings: 256 });
     let rope = Rope::new(config).unwrap();
     let tokens = 1024;
-    let v = View::bshd(tokens, 4, 64);
+    let v = View::token_major(tokens, 4, 64);
     let x0: Vec<f32> = random_vec(&mut rng(31), tokens * 4 * 64);
     let (mut a, mut b) = (x0.clone(), x0);
-    rope.apply(HeadsMut::new(&mut a, v), &Apply::start(0)).unwrap();
+    rope.apply(HeadsMut::new(&mut a, v), &ApplyOptions::start(0)).unwrap();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
-    pool.install(|| rope.par_apply(HeadsMut::new(&mut b, v), &Apply::start(0))).unwrap();
+    pool.install(|| rope.par_apply(HeadsMut::new(&mut b, v), &ApplyOptions::start(0))).unwrap();
     assert_bits(&a, &b, "par dynamic ntk");
 }

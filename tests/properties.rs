@@ -27,8 +27,8 @@ use common::*;
 use rand::RngExt;
 use rope_kernels::dispatch;
 use rope_kernels::{
-    bf16, f16, AngleMode, Apply, CosSinTable, Element, Heads, HeadsMut, Layout, LongRopeParams, Rope,
-    RopeConfig, Scaling, Tier, View, YarnParams,
+    bf16, f16, AngleMode, ApplyOptions, CosSinTable, Element, Heads, HeadsMut, LongRopeParams, PairLayout,
+    Rope, RopeConfig, Scaling, Tier, View, YarnParams,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ fn random_config(rng: &mut TestRng, scaled: bool) -> RopeConfig {
         8 => Scaling::freq_factors(&(0..pairs).map(|i| 1.0 + (i % 4) as f64).collect::<Vec<_>>()).unwrap(),
         _ => Scaling::None,
     };
-    let layout = if rng.random() { Layout::Interleaved } else { Layout::HalfSplit };
+    let layout = if rng.random() { PairLayout::Interleaved } else { PairLayout::HalfSplit };
     let mode = if rng.random_range(0..4) == 0 { AngleMode::HfCompatible } else { AngleMode::Exact };
     let cfg = RopeConfig { head_dim, rotary_dim, layout, theta, scaling, angle_mode: mode };
     // NTK alpha needs rotary_dim > 2; fall back to no scaling.
@@ -144,8 +144,8 @@ fn for_each_trial<T: TestElem>(
 /// Rotates `x` (`positions.len()` tokens of `heads` heads, BSHD) with the trial's `Rope` on
 /// its tier; also checks the bits against the scalar tier.
 fn rotate<T: Element>(t: &Trial, x: &[T], heads: usize, pos: &[u32], inverse: bool) -> Vec<T> {
-    let view = View::bshd(pos.len(), heads, t.cfg.head_dim);
-    let mut opts = Apply::ids(pos);
+    let view = View::token_major(pos.len(), heads, t.cfg.head_dim);
+    let mut opts = ApplyOptions::ids(pos);
     if inverse {
         opts = opts.inverse();
     }
@@ -371,8 +371,8 @@ fn check_layouts<T: TestElem>(seed: u64) {
     for_each_trial::<T>(seed, 32, scaled_config, |rng, t| {
         let (cfg, tier) = (&t.cfg, t.tier);
         let (hd, rd) = (cfg.head_dim, cfg.rotary_dim);
-        let hs = pinned(cfg.clone().with_layout(Layout::HalfSplit), tier);
-        let il = pinned(cfg.clone().with_layout(Layout::Interleaved), tier);
+        let hs = pinned(cfg.clone().with_layout(PairLayout::HalfSplit), tier);
+        let il = pinned(cfg.clone().with_layout(PairLayout::Interleaved), tier);
         let (tokens, heads) = (rng.random_range(1..5usize), rng.random_range(1..4usize));
         let limit = if rng.random() { u32::MAX } else { 64 };
         let p = positions(rng, tokens, limit);
@@ -382,7 +382,7 @@ fn check_layouts<T: TestElem>(seed: u64) {
             x[i] = nans[rng.random_range(0..nans.len())];
         }
         let xi: Vec<T> = x.chunks(hd).flat_map(|h| to_interleaved(h, rd)).collect();
-        let view = View::bshd(tokens, heads, hd);
+        let view = View::token_major(tokens, heads, hd);
         let max = *p.iter().max().unwrap();
         let use_table = max < 64 && rng.random();
         let rows = if use_table { max as usize + 1 } else { 1 };
@@ -392,7 +392,7 @@ fn check_layouts<T: TestElem>(seed: u64) {
         }
         let table = CosSinTable::new(&cos, &sin, rd / 2).unwrap();
         let inverse: bool = rng.random();
-        let mut opts = Apply::ids(&p);
+        let mut opts = ApplyOptions::ids(&p);
         if use_table {
             opts = opts.with_table(table);
         }
@@ -520,7 +520,7 @@ fn history_ropes() -> Vec<Rope<'static>> {
         .with_rotary_dim(d - 2)
         .with_scaling(Scaling::DynamicNtk { factor: 3.0, max_position_embeddings: 256 });
     let longrope = RopeConfig::new(d, 10_000.0)
-        .with_layout(Layout::Interleaved)
+        .with_layout(PairLayout::Interleaved)
         .with_scaling(Scaling::LongRope(LongRopeParams::new(&short, &long, 256, 64.0).unwrap()));
     let hf = Rope::new(dynamic.clone().with_angle_mode(AngleMode::HfCompatible)).unwrap();
     let table: Vec<f32> = hf.frequencies().inv_freq_f32().iter().map(|f| f * 1.5).collect();
@@ -544,12 +544,12 @@ fn history_call(rope: &Rope, c: &Call) -> Vec<u32> {
         let rope = rope.clone().with_tier(c.tier).unwrap();
         let hd = rope.config().head_dim;
         let mut x = history_input::<T>(c.cfg, c.positions.len(), hd);
-        let view = View::bhsd(c.positions.len(), 3, hd);
+        let view = View::head_major(c.positions.len(), 3, hd);
         let max = *c.positions.iter().max().unwrap();
         let pairs = rope.config().rotary_dim / 2;
         let (mut cos, mut sin) =
             (vec![0.0f32; (max as usize + 1) * pairs], vec![0.0f32; (max as usize + 1) * pairs]);
-        let mut opts = Apply::ids(&c.positions);
+        let mut opts = ApplyOptions::ids(&c.positions);
         if c.table {
             rope.fill_table(0, &mut cos, &mut sin).unwrap();
             opts = opts.with_table(CosSinTable::new(&cos, &sin, pairs).unwrap());
@@ -645,9 +645,9 @@ fn results_do_not_depend_on_other_threads() {
                             history_call(&ropes[c.cfg], c)
                         } else {
                             let mut x = history_input::<f32>(c.cfg, c.positions.len(), 40);
-                            let view = View::bhsd(c.positions.len(), 3, 40);
+                            let view = View::head_major(c.positions.len(), 3, 40);
                             ropes[c.cfg]
-                                .apply(HeadsMut::new(&mut x, view), &Apply::ids(&c.positions))
+                                .apply(HeadsMut::new(&mut x, view), &ApplyOptions::ids(&c.positions))
                                 .unwrap();
                             let plain = Call { dtype: 0, table: false, tier: Tier::Scalar, ..c.clone() };
                             assert_eq!(

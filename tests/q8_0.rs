@@ -11,7 +11,7 @@ mod support;
 
 use rand::RngExt;
 use rope_kernels::__bench::{convert_rows, ConvertRows};
-use rope_kernels::{f16, quantize_row_q8_0, BlockQ8_0, Layout, RopeError, Tier};
+use rope_kernels::{f16, quantize_row_q8_0, BlockQ8_0, PairLayout, RopeError, Tier};
 use support::rng::{rng, TestRng};
 use support::tiers::tiers;
 
@@ -88,7 +88,7 @@ fn quantize_row_equals_ggml_reference() {
 }
 
 /// A flat quantize pass through `convert_rows`: one head of all the values, no rotation.
-fn convert_pass(tier: Tier, x: &[f32], cos: &[f32], sin: &[f32], layout: Layout) -> Vec<BlockQ8_0> {
+fn convert_pass(tier: Tier, x: &[f32], cos: &[f32], sin: &[f32], layout: PairLayout) -> Vec<BlockQ8_0> {
     let head_dim = if cos.is_empty() { x.len() } else { 2 * cos.len() };
     let tokens = x.len() / head_dim;
     let mut out = vec![BlockQ8_0::default(); x.len() / 32];
@@ -113,7 +113,11 @@ fn convert_kernels_equal_ggml_reference() {
         for _ in 0..ROUNDS {
             let x = random_row(&mut rng, BLOCKS);
             let want = ggml_quantize_row_q8_0_ref(&x);
-            assert_eq!(convert_pass(tier, &x, &[], &[], Layout::HalfSplit), want, "{tier}: plain quantize");
+            assert_eq!(
+                convert_pass(tier, &x, &[], &[], PairLayout::HalfSplit),
+                want,
+                "{tier}: plain quantize"
+            );
 
             // After rotation: heads of 128 (or 32 under Miri), rotated in f32 by the f32
             // convert kernel, then quantized by ggml's reference.
@@ -121,7 +125,7 @@ fn convert_kernels_equal_ggml_reference() {
             let pairs = head_dim / 2;
             let cos: Vec<f32> = (0..pairs).map(|i| (i as f32 * 0.37).cos()).collect();
             let sin: Vec<f32> = (0..pairs).map(|i| (i as f32 * 0.37).sin()).collect();
-            for layout in [Layout::HalfSplit, Layout::Interleaved] {
+            for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
                 let mut rotated = vec![0.0f32; x.len()];
                 let r = ConvertRows {
                     tokens: x.len() / head_dim,
@@ -170,7 +174,7 @@ fn non_finite_blocks_are_defined() {
         row[..32].copy_from_slice(&x);
         row[40] = f32::NAN;
         let want = [BlockQ8_0::quantize(&x), BlockQ8_0::quantize(row[32..].try_into().unwrap())];
-        assert_eq!(convert_pass(tier, &row, &[], &[], Layout::HalfSplit), want, "{tier}");
+        assert_eq!(convert_pass(tier, &row, &[], &[], PairLayout::HalfSplit), want, "{tier}");
     }
 }
 

@@ -8,8 +8,8 @@ mod support;
 
 use rand::RngExt;
 use rope_kernels::{
-    bf16, f16, Apply, CosSinTable, Element, Heads, HeadsMut, Layout, Operand, QkNorm, Rope, RopeConfig,
-    RopeError, Tier, View, WeightOffset,
+    bf16, f16, ApplyOptions, CosSinTable, Element, Heads, HeadsMut, Operand, PairLayout, QkNorm, Rope,
+    RopeConfig, RopeError, Tier, View, WeightOffset,
 };
 use serde_json::Value;
 use support::elem::bits;
@@ -48,7 +48,7 @@ fn golden_qwen3_qknorm_rope() {
     let weight: Vec<f32> = f64s(&v["qk_norm"], "weight").iter().map(|&w| w as f32).collect();
     let positions: Vec<u32> = f64s(&v, "positions").iter().map(|&p| p as u32).collect();
     let x: Vec<f32> = f64s(&v, "x").iter().map(|&x| x as f32).collect();
-    let view = View::bshd(positions.len(), heads, hd);
+    let view = View::token_major(positions.len(), heads, hd);
     let norm = QkNorm::qwen3(&weight, &weight, eps);
 
     let exact = Rope::new(RopeConfig::new(hd, theta)).unwrap();
@@ -57,13 +57,13 @@ fn golden_qwen3_qknorm_rope() {
     let e_norm = max_diff(&normed, &f64s(&v, "normed_exact"));
     let e_norm_hf = max_diff(&normed, &f64s(&v, "normed_hf"));
     let mut y = x.clone();
-    exact.apply_qk_norm(HeadsMut::new(&mut y, view), None, &norm, &Apply::ids(&positions)).unwrap();
+    exact.apply_qk_norm(HeadsMut::new(&mut y, view), None, &norm, &ApplyOptions::ids(&positions)).unwrap();
     let e_exact = max_diff(&y, &f64s(&v, "out_exact"));
 
     let hf_inv: Vec<f32> = f64s(&v, "hf_inv_freq").iter().map(|&f| f as f32).collect();
     let hf = Rope::new(RopeConfig::new(hd, theta)).unwrap().with_hf_inv_freq(&hf_inv).unwrap();
     let mut yh = x.clone();
-    hf.apply_qk_norm(HeadsMut::new(&mut yh, view), None, &norm, &Apply::ids(&positions)).unwrap();
+    hf.apply_qk_norm(HeadsMut::new(&mut yh, view), None, &norm, &ApplyOptions::ids(&positions)).unwrap();
     let e_hf = max_diff(&yh, &f64s(&v, "out_hf"));
     eprintln!("qwen3 qknorm: normed_exact {e_norm:.3e}, normed_hf {e_norm_hf:.3e}, out_exact {e_exact:.3e}, out_hf {e_hf:.3e}");
     assert!(e_norm <= 7e-7, "normed_exact {e_norm:e}");
@@ -75,7 +75,9 @@ fn golden_qwen3_qknorm_rope() {
     let ones = vec![1.0f32; hd];
     for wrong in [QkNorm::qwen3(&ones, &ones, eps), QkNorm::gemma3(&weight, &weight, eps)] {
         let mut yw = x.clone();
-        exact.apply_qk_norm(HeadsMut::new(&mut yw, view), None, &wrong, &Apply::ids(&positions)).unwrap();
+        exact
+            .apply_qk_norm(HeadsMut::new(&mut yw, view), None, &wrong, &ApplyOptions::ids(&positions))
+            .unwrap();
         assert!(max_diff(&yw, &f64s(&v, "out_exact")) > 1e-3, "{wrong:?} not detected");
     }
 }
@@ -118,13 +120,13 @@ fn reference_suite<T: Element>(seed: u64) {
         let pairs = rng.random_range(1..=40);
         let rd = 2 * pairs;
         let hd = rd + if rng.random_bool(0.5) { 0 } else { rng.random_range(1..20) };
-        let layout = if rng.random_bool(0.5) { Layout::HalfSplit } else { Layout::Interleaved };
+        let layout = if rng.random_bool(0.5) { PairLayout::HalfSplit } else { PairLayout::Interleaved };
         let rope = Rope::new(RopeConfig::new(hd, 10_000.0).with_rotary_dim(rd).with_layout(layout))
             .unwrap()
             .with_tier(Tier::Scalar)
             .unwrap();
         let (tokens, qh, kh) = (rng.random_range(1..4), rng.random_range(1..6), rng.random_range(1..3));
-        let (qv, kv) = (View::bshd(tokens, qh, hd), View::bhsd(tokens, kh, hd));
+        let (qv, kv) = (View::token_major(tokens, qh, hd), View::head_major(tokens, kh, hd));
         let q: Vec<T> = rand_vec(&mut rng, tokens * qh * hd);
         let k: Vec<T> = rand_vec(&mut rng, tokens * kh * hd);
         let qw: Vec<f32> = (0..hd).map(|_| rng.random_range(-2.0f32..2.0)).collect();
@@ -135,9 +137,9 @@ fn reference_suite<T: Element>(seed: u64) {
         rope.fill_table(0, &mut cos, &mut sin).unwrap();
         let table = CosSinTable::new(&cos, &sin, pairs).unwrap();
         let opts = if rng.random_bool(0.5) {
-            Apply::ids(&positions)
+            ApplyOptions::ids(&positions)
         } else {
-            Apply::ids(&positions).with_table(table)
+            ApplyOptions::ids(&positions).with_table(table)
         };
         let opts = if rng.random_bool(0.3) { opts.inverse() } else { opts };
         for (form, norm) in [
@@ -175,7 +177,7 @@ fn reference_suite<T: Element>(seed: u64) {
             assert_eq!(bits(&fq), bits(&rq), "{what}: fused q");
             assert_eq!(bits(&fk), bits(&rk), "{what}: fused k");
             // Fused, out of place (outputs BHSD / BSHD).
-            let (oqv, okv) = (View::bhsd(tokens, qh, hd), View::bshd(tokens, kh, hd));
+            let (oqv, okv) = (View::head_major(tokens, qh, hd), View::token_major(tokens, kh, hd));
             let (mut uq, mut uk) = (vec![T::default(); q.len()], vec![T::default(); k.len()]);
             rope.apply_qk_norm_into(
                 Heads::new(&q, qv),
@@ -229,7 +231,8 @@ fn qwen3_rounds_before_the_weight() {
     let x: Vec<bf16> = (0..64).map(|i| bf16::from_f32(0.3 + i as f32 * 0.17)).collect();
     let w: Vec<f32> = (0..64).map(|i| bf16::from_f32(0.8 + i as f32 * 0.013).to_f32()).collect();
     let mut y = x.clone();
-    rope.norm_qk(HeadsMut::new(&mut y, View::bshd(1, 1, 64)), None, &QkNorm::qwen3(&w, &w, 1e-6)).unwrap();
+    rope.norm_qk(HeadsMut::new(&mut y, View::token_major(1, 1, 64)), None, &QkNorm::qwen3(&w, &w, 1e-6))
+        .unwrap();
     let mut want = x.clone();
     oracle_norm(&mut want, &w, 1e-6, "qwen3");
     assert_eq!(bits(&y), bits(&want));
@@ -267,21 +270,26 @@ fn errors_write_nothing() {
     ];
     for (norm, with_k, err) in cases {
         let (mut q, mut k) = (x0, x0);
-        let kk = with_k.then(|| HeadsMut::new(&mut k[..], View::bshd(2, 1, 8)));
-        let got = rope.apply_qk_norm(HeadsMut::new(&mut q, View::bshd(2, 1, 8)), kk, &norm, &Apply::start(0));
+        let kk = with_k.then(|| HeadsMut::new(&mut k[..], View::token_major(2, 1, 8)));
+        let got = rope.apply_qk_norm(
+            HeadsMut::new(&mut q, View::token_major(2, 1, 8)),
+            kk,
+            &norm,
+            &ApplyOptions::start(0),
+        );
         assert_eq!(got, Err(err), "{norm:?}");
         assert_eq!(q, x0);
         assert_eq!(k, x0);
-        let kk = with_k.then(|| HeadsMut::new(&mut k[..], View::bshd(2, 1, 8)));
-        assert_eq!(rope.norm_qk(HeadsMut::new(&mut q, View::bshd(2, 1, 8)), kk, &norm), Err(err));
+        let kk = with_k.then(|| HeadsMut::new(&mut k[..], View::token_major(2, 1, 8)));
+        assert_eq!(rope.norm_qk(HeadsMut::new(&mut q, View::token_major(2, 1, 8)), kk, &norm), Err(err));
         assert_eq!(q, x0);
         let mut out = [0.0f32; 16];
         let got = rope.apply_qk_norm_into(
-            Heads::new(&x0, View::bshd(2, 1, 8)),
-            HeadsMut::new(&mut out, View::bshd(2, 1, 8)),
+            Heads::new(&x0, View::token_major(2, 1, 8)),
+            HeadsMut::new(&mut out, View::token_major(2, 1, 8)),
             None,
             &norm,
-            &Apply::start(0),
+            &ApplyOptions::start(0),
         );
         if !with_k {
             assert_eq!(got, Err(err));
@@ -292,17 +300,32 @@ fn errors_write_nothing() {
     let mut q = x0;
     let norm = QkNorm::qwen3(&w, &short, 1e-6);
     assert_eq!(
-        rope.apply_qk_norm(HeadsMut::new(&mut q, View::bshd(2, 1, 8)), None, &norm, &Apply::start(0)),
+        rope.apply_qk_norm(
+            HeadsMut::new(&mut q, View::token_major(2, 1, 8)),
+            None,
+            &norm,
+            &ApplyOptions::start(0)
+        ),
         Ok(())
     );
     let bad = QkNorm::qwen3(&short, &w, 1e-6);
     assert!(matches!(
-        rope.apply_qk_norm(HeadsMut::new(&mut q, View::bshd(3, 1, 8)), None, &bad, &Apply::start(0)),
+        rope.apply_qk_norm(
+            HeadsMut::new(&mut q, View::token_major(3, 1, 8)),
+            None,
+            &bad,
+            &ApplyOptions::start(0)
+        ),
         Err(RopeError::BufferTooShort { .. })
     ));
     let ok = QkNorm::qwen3(&w, &w, 1e-6);
     assert_eq!(
-        rope.apply_qk_norm(HeadsMut::new(&mut q, View::bshd(2, 1, 8)), None, &ok, &Apply::ids(&[1])),
+        rope.apply_qk_norm(
+            HeadsMut::new(&mut q, View::token_major(2, 1, 8)),
+            None,
+            &ok,
+            &ApplyOptions::ids(&[1])
+        ),
         Err(RopeError::PositionCountMismatch { tokens: 2, positions: 1 })
     );
 }

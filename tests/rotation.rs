@@ -13,8 +13,8 @@ mod common;
 use common::*;
 use rand::RngExt;
 use rope_kernels::{
-    bf16, f16, AngleMode, Apply, CosSinTable, Element, Heads, HeadsMut, Layout, Rope, RopeConfig, Scaling,
-    View,
+    bf16, f16, AngleMode, ApplyOptions, CosSinTable, Element, Heads, HeadsMut, PairLayout, Rope, RopeConfig,
+    Scaling, View,
 };
 
 /// Configurations covering both layouts, full and partial rotary_dim, odd head_dim, a tiny
@@ -32,7 +32,7 @@ fn configs() -> Vec<RopeConfig> {
         (48, 48, 0.5),
     ];
     let mut v = Vec::new();
-    for layout in [Layout::HalfSplit, Layout::Interleaved] {
+    for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
         for (hd, rd, theta) in shapes {
             v.push(RopeConfig::new(hd, theta).with_rotary_dim(rd).with_layout(layout));
         }
@@ -43,8 +43,8 @@ fn configs() -> Vec<RopeConfig> {
     v
 }
 
-fn opts(positions: &[u32], inverse: bool) -> Apply<'_> {
-    let a = Apply::ids(positions);
+fn opts(positions: &[u32], inverse: bool) -> ApplyOptions<'_> {
+    let a = ApplyOptions::ids(positions);
     if inverse {
         a.inverse()
     } else {
@@ -57,7 +57,7 @@ fn opts(positions: &[u32], inverse: bool) -> Apply<'_> {
 fn run<T: Element>(rope: &Rope, x: &[T], positions: &[u32], inverse: bool) -> Vec<T> {
     let hd = rope.config().head_dim;
     let mut y = x.to_vec();
-    let view = View::bshd(positions.len(), 1, hd);
+    let view = View::token_major(positions.len(), 1, hd);
     rope.apply(HeadsMut::new(&mut y, view), &opts(positions, inverse)).unwrap();
     y
 }
@@ -86,7 +86,7 @@ fn check_matrix<T: TestElem>(seed: u64) -> f64 {
         let mut positions: Vec<u32> = (0..tokens).map(|_| random_position(&mut rng)).collect();
         positions[0] = 0;
         positions[1] = u32::MAX;
-        let view = View::bshd(tokens, heads, hd);
+        let view = View::token_major(tokens, heads, hd);
         let x: Vec<T> = random_vec(&mut rng, tokens * heads * hd);
         let x32: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
         for inverse in [false, true] {
@@ -338,8 +338,8 @@ fn inverse_round_trip() {
 
 fn views(tokens: usize, heads: usize, hd: usize) -> Vec<(&'static str, View)> {
     vec![
-        ("bshd", View::bshd(tokens, heads, hd)),
-        ("bhsd", View::bhsd(tokens, heads, hd)),
+        ("bshd", View::token_major(tokens, heads, hd)),
+        ("bhsd", View::head_major(tokens, heads, hd)),
         ("padded-bshd", View { tokens, heads, token_stride: heads * (hd + 3) + 5, head_stride: hd + 3 }),
         ("padded-bhsd", View { tokens, heads, token_stride: hd + 2, head_stride: tokens * (hd + 2) + 1 }),
     ]
@@ -388,7 +388,7 @@ fn assert_gaps_unchanged<T: Element>(before: &[T], after: &[T], view: &View, hd:
 /// payloads in their pass-through dims, which must be left (in place) or copied (out of
 /// place) bit for bit; gaps of every buffer must be untouched; all results bit-identical to
 /// the in-place BSHD result, which is checked against the rotation matrix.
-fn check_views<T: TestElem>(seed: u64, layout: Layout) {
+fn check_views<T: TestElem>(seed: u64, layout: PairLayout) {
     let mut rng = rng(seed);
     let (tokens, heads, hd, rd) = (5, 3, 20, 12);
     let rope = Rope::new(RopeConfig::new(hd, 10_000.0).with_rotary_dim(rd).with_layout(layout)).unwrap();
@@ -411,9 +411,9 @@ fn check_views<T: TestElem>(seed: u64, layout: Layout) {
     }
 
     // The reference result: in place on BSHD, checked against the matrix.
-    let bshd = View::bshd(tokens, heads, hd);
+    let bshd = View::token_major(tokens, heads, hd);
     let mut expected = scatter(&rows, &bshd, extent(&bshd, hd), &fill);
-    rope.apply(HeadsMut::new(&mut expected, bshd), &Apply::ids(&positions)).unwrap();
+    rope.apply(HeadsMut::new(&mut expected, bshd), &ApplyOptions::ids(&positions)).unwrap();
     let expected = gather(&expected, &bshd, hd);
     for (t, &p) in positions.iter().enumerate() {
         let m = rotation_matrix(&rope, p, false);
@@ -437,7 +437,7 @@ fn check_views<T: TestElem>(seed: u64, layout: Layout) {
         let x = scatter(&rows, &vin, len_in, &fill);
 
         let mut y = x.clone();
-        rope.apply(HeadsMut::new(&mut y, vin), &Apply::ids(&positions)).unwrap();
+        rope.apply(HeadsMut::new(&mut y, vin), &ApplyOptions::ids(&positions)).unwrap();
         assert_gaps_unchanged(&x, &y, &vin, hd, in_name);
         let got: Vec<Vec<Vec<u32>>> =
             gather(&y, &vin, hd).iter().map(|r| r.iter().map(|v| bits(v)).collect()).collect();
@@ -447,8 +447,12 @@ fn check_views<T: TestElem>(seed: u64, layout: Layout) {
             let len_out = extent(&vout, hd) + 3;
             let before: Vec<T> = fill[100..100 + len_out].to_vec();
             let mut out = before.clone();
-            rope.apply_into(Heads::new(&x, vin), HeadsMut::new(&mut out, vout), &Apply::ids(&positions))
-                .unwrap();
+            rope.apply_into(
+                Heads::new(&x, vin),
+                HeadsMut::new(&mut out, vout),
+                &ApplyOptions::ids(&positions),
+            )
+            .unwrap();
             let what = format!("{} {in_name} -> {out_name}", T::NAME);
             assert_gaps_unchanged(&before, &out, &vout, hd, &what);
             let got: Vec<Vec<Vec<u32>>> =
@@ -460,7 +464,7 @@ fn check_views<T: TestElem>(seed: u64, layout: Layout) {
 
 #[test]
 fn views_in_place_and_out_of_place() {
-    for layout in [Layout::HalfSplit, Layout::Interleaved] {
+    for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
         check_views::<f32>(0x51, layout);
         check_views::<f16>(0x52, layout);
         check_views::<bf16>(0x53, layout);
@@ -480,11 +484,11 @@ fn check_fused_qkv<T: TestElem>(seed: u64) {
     let qv = View { tokens, heads: qh, token_stride: w, head_stride: hd };
     let kv = View { tokens, heads: kvh, token_stride: w, head_stride: hd };
     let qkv = View { tokens, heads: qh + kvh, token_stride: w, head_stride: hd };
-    let opts = Apply::ids(&positions);
+    let opts = ApplyOptions::ids(&positions);
 
     // Expected: q and k copied into contiguous tensors and rotated there.
     let rot = |rows: Vec<Vec<Vec<T>>>, heads: usize| {
-        let v = View::bshd(tokens, heads, hd);
+        let v = View::token_major(tokens, heads, hd);
         let mut b = scatter(&rows, &v, tokens * heads * hd, &vec![T::default(); tokens * heads * hd]);
         rope.apply(HeadsMut::new(&mut b, v), &opts).unwrap();
         b
@@ -507,17 +511,21 @@ fn check_fused_qkv<T: TestElem>(seed: u64) {
     rope.apply(HeadsMut::new(&mut one, qkv), &opts).unwrap();
     assert_eq!(bits(&one), bits(&fused_exp), "{} fused, q and k as one tensor", T::NAME);
 
-    let q_out_view = View::bhsd(tokens, qh, hd);
+    let q_out_view = View::head_major(tokens, qh, hd);
     let mut q_out = vec![T::default(); tokens * qh * hd];
     let mut k_out = vec![T::default(); tokens * kvh * hd];
     rope.apply_qk_into(
         Heads::new(&fused, qv),
         HeadsMut::new(&mut q_out, q_out_view),
-        Some((Heads::new(&fused[qh * hd..], kv), HeadsMut::new(&mut k_out, View::bshd(tokens, kvh, hd)))),
+        Some((
+            Heads::new(&fused[qh * hd..], kv),
+            HeadsMut::new(&mut k_out, View::token_major(tokens, kvh, hd)),
+        )),
         &opts,
     )
     .unwrap();
-    let q_bshd = scatter(&gather(&q_out, &q_out_view, hd), &View::bshd(tokens, qh, hd), q_exp.len(), &q_exp);
+    let q_bshd =
+        scatter(&gather(&q_out, &q_out_view, hd), &View::token_major(tokens, qh, hd), q_exp.len(), &q_exp);
     assert_eq!(bits(&q_bshd), bits(&q_exp), "{} fused out of place q", T::NAME);
     assert_eq!(bits(&k_out), bits(&k_exp), "{} fused out of place k", T::NAME);
 }
@@ -534,10 +542,10 @@ fn fused_qkv() {
 fn check_gqa<T: TestElem>(seed: u64) {
     let mut rng = rng(seed);
     let (tokens, qh, kvh, hd) = (5, 8, 2, 32);
-    for layout in [Layout::HalfSplit, Layout::Interleaved] {
+    for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
         let rope = Rope::new(RopeConfig::new(hd, 500_000.0).with_layout(layout)).unwrap();
         let positions: Vec<u32> = (0..tokens).map(|_| random_position(&mut rng)).collect();
-        let (qv, kv) = (View::bshd(tokens, qh, hd), View::bhsd(tokens, kvh, hd));
+        let (qv, kv) = (View::token_major(tokens, qh, hd), View::head_major(tokens, kvh, hd));
         let q: Vec<T> = random_vec(&mut rng, tokens * qh * hd);
         let k: Vec<T> = random_vec(&mut rng, tokens * kvh * hd);
         for inverse in [false, true] {
@@ -562,7 +570,7 @@ fn check_gqa<T: TestElem>(seed: u64) {
         }
         // The k result is a real rotation (not, e.g., q's positions reused per head index).
         let mut k1 = k.clone();
-        rope.apply(HeadsMut::new(&mut k1, kv), &Apply::ids(&positions)).unwrap();
+        rope.apply(HeadsMut::new(&mut k1, kv), &ApplyOptions::ids(&positions)).unwrap();
         for (t, &p) in positions.iter().enumerate() {
             for h in 0..kvh {
                 let off = row_offset(&kv, t, h);
@@ -591,25 +599,26 @@ fn gqa_one_call() {
 fn position_ids_vs_start() {
     let mut rng = rng(0x81);
     let (tokens, heads, hd) = (9, 2, 24);
-    for layout in [Layout::HalfSplit, Layout::Interleaved] {
+    for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
         let rope = Rope::new(RopeConfig::new(hd, 10_000.0).with_rotary_dim(16).with_layout(layout)).unwrap();
-        let view = View::bshd(tokens, heads, hd);
+        let view = View::token_major(tokens, heads, hd);
         let x: Vec<f32> = random_vec(&mut rng, tokens * heads * hd);
         for start in [0u32, 1, 4096, 1 << 31, u32::MAX - tokens as u32 + 1] {
             let ids: Vec<u32> = (0..tokens as u32).map(|t| start + t).collect();
             let (mut a, mut b) = (x.clone(), x.clone());
-            rope.apply(HeadsMut::new(&mut a, view), &Apply::start(start)).unwrap();
-            rope.apply(HeadsMut::new(&mut b, view), &Apply::ids(&ids)).unwrap();
+            rope.apply(HeadsMut::new(&mut a, view), &ApplyOptions::start(start)).unwrap();
+            rope.apply(HeadsMut::new(&mut b, view), &ApplyOptions::ids(&ids)).unwrap();
             assert_eq!(bits(&a), bits(&b), "start {start}");
             assert_ne!(bits(&a), bits(&x));
         }
         let ids: Vec<u32> = vec![7, 3, 3, 0, u32::MAX, 100_000, 7, 1, 2];
         let mut a = x.clone();
-        rope.apply(HeadsMut::new(&mut a, view), &Apply::ids(&ids)).unwrap();
+        rope.apply(HeadsMut::new(&mut a, view), &ApplyOptions::ids(&ids)).unwrap();
         for (t, &p) in ids.iter().enumerate() {
             let w = heads * hd;
             let mut one = x[t * w..(t + 1) * w].to_vec();
-            rope.apply(HeadsMut::new(&mut one, View::bshd(1, heads, hd)), &Apply::start(p)).unwrap();
+            rope.apply(HeadsMut::new(&mut one, View::token_major(1, heads, hd)), &ApplyOptions::start(p))
+                .unwrap();
             assert_eq!(bits(&one), bits(&a[t * w..(t + 1) * w]), "token {t} at {p}");
         }
     }
@@ -622,10 +631,10 @@ fn position_ids_vs_start() {
 fn check_sources<T: TestElem>(seed: u64) {
     let mut rng = rng(seed);
     let (tokens, heads, hd, rows) = (11, 3, 40, 300usize);
-    for layout in [Layout::HalfSplit, Layout::Interleaved] {
+    for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
         let rope = Rope::new(RopeConfig::new(hd, 10_000.0).with_rotary_dim(32).with_layout(layout)).unwrap();
         let pairs = rope.config().pairs();
-        let view = View::bhsd(tokens, heads, hd);
+        let view = View::head_major(tokens, heads, hd);
         let x: Vec<T> = random_vec(&mut rng, tokens * heads * hd);
         let mut positions: Vec<u32> = (0..tokens).map(|_| rng.random_range(0..rows as u32)).collect();
         positions[0] = rows as u32 - 1;
@@ -671,9 +680,9 @@ fn check_sources<T: TestElem>(seed: u64) {
             rope.fill_table(start, &mut c, &mut s).unwrap();
             let t = CosSinTable::new(&c, &s, pairs).unwrap();
             let mut fly = x.clone();
-            rope.apply(HeadsMut::new(&mut fly, view), &Apply::start(start)).unwrap();
+            rope.apply(HeadsMut::new(&mut fly, view), &ApplyOptions::start(start)).unwrap();
             let mut tabled = x.clone();
-            rope.apply(HeadsMut::new(&mut tabled, view), &Apply::start(0).with_table(t)).unwrap();
+            rope.apply(HeadsMut::new(&mut tabled, view), &ApplyOptions::start(0).with_table(t)).unwrap();
             assert_eq!(bits(&tabled), bits(&fly), "{} table from {start}", T::NAME);
         }
     }
@@ -699,7 +708,7 @@ fn check_nan<T: TestElem>(seed: u64) {
     assert_eq!(rope_kernels::CANONICAL_NAN_F32, CANONICAL_NAN_F32);
     assert_eq!(rope_kernels::CANONICAL_NAN_F16, CANONICAL_NAN_F16);
     assert_eq!(rope_kernels::CANONICAL_NAN_BF16, CANONICAL_NAN_BF16);
-    for layout in [Layout::HalfSplit, Layout::Interleaved] {
+    for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
         let rope = Rope::new(RopeConfig::new(hd, 10_000.0).with_rotary_dim(rd).with_layout(layout)).unwrap();
         let nans = nan_payloads::<T>();
         let (a, b) = pairs(layout, rd)[1];
@@ -709,13 +718,14 @@ fn check_nan<T: TestElem>(seed: u64) {
         x[hd - 1] = nans[2];
         let clean: Vec<T> =
             x.iter().enumerate().map(|(i, v)| if i == a { T::default() } else { *v }).collect();
-        let view = View::bshd(1, 1, hd);
+        let view = View::token_major(1, 1, hd);
         let mut y = x.clone();
-        rope.apply(HeadsMut::new(&mut y, view), &Apply::start(3)).unwrap();
+        rope.apply(HeadsMut::new(&mut y, view), &ApplyOptions::start(3)).unwrap();
         let mut out = vec![T::default(); hd];
-        rope.apply_into(Heads::new(&x, view), HeadsMut::new(&mut out, view), &Apply::start(3)).unwrap();
+        rope.apply_into(Heads::new(&x, view), HeadsMut::new(&mut out, view), &ApplyOptions::start(3))
+            .unwrap();
         let mut yc = clean.clone();
-        rope.apply(HeadsMut::new(&mut yc, view), &Apply::start(3)).unwrap();
+        rope.apply(HeadsMut::new(&mut yc, view), &ApplyOptions::start(3)).unwrap();
         for r in [&y, &out] {
             for d in 0..hd {
                 let want = if d == a || d == b {

@@ -3,8 +3,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use rope_kernels::{
-    AngleMode, Apply, Frequencies, HeadsMut, Layout, LongRopeParams, Rope, RopeConfig, RopeError, Scaling,
-    View, YarnParams, MAX_PAIRS,
+    AngleMode, ApplyOptions, Frequencies, HeadsMut, LongRopeParams, PairLayout, Rope, RopeConfig, RopeError,
+    Scaling, View, YarnParams, MAX_PAIRS,
 };
 
 fn freqs(head_dim: usize, theta: f64, scaling: Scaling, seq_len: u64) -> Frequencies {
@@ -30,8 +30,8 @@ fn test_input(tokens: usize, heads: usize, head_dim: usize) -> Vec<f32> {
 
 fn apply(rope: &Rope, x: &[f32], heads: usize, positions: &[u32]) -> Vec<f32> {
     let mut out = x.to_vec();
-    let view = View::bshd(positions.len(), heads, rope.config().head_dim);
-    rope.apply(HeadsMut::new(&mut out, view), &Apply::ids(positions)).unwrap();
+    let view = View::token_major(positions.len(), heads, rope.config().head_dim);
+    rope.apply(HeadsMut::new(&mut out, view), &ApplyOptions::ids(positions)).unwrap();
     out
 }
 
@@ -216,8 +216,11 @@ fn longrope_table_uses_the_length_it_covers() {
     rope.fill_table(0, &mut cos, &mut sin).unwrap();
     let table = rope_kernels::CosSinTable::new(&cos, &sin, d / 2).unwrap();
     let mut via_table = x.clone();
-    rope.apply(HeadsMut::new(&mut via_table, View::bshd(1, 2, d)), &Apply::ids(&[4096]).with_table(table))
-        .unwrap();
+    rope.apply(
+        HeadsMut::new(&mut via_table, View::token_major(1, 2, d)),
+        &ApplyOptions::ids(&[4096]).with_table(table),
+    )
+    .unwrap();
     assert_eq!(via_table, apply(&rope, &x, 2, &[4096]));
 }
 
@@ -497,7 +500,7 @@ fn llama3_equal_band_factors() {
         high_freq_factor: 1.0,
         original_max_position_embeddings: 8192,
     };
-    let config = RopeConfig::new(128, 5e5).with_layout(Layout::Interleaved).with_scaling(scaling);
+    let config = RopeConfig::new(128, 5e5).with_layout(PairLayout::Interleaved).with_scaling(scaling);
     let rope = Rope::new(config).unwrap();
     let (mut divided, mut kept) = (0, 0);
     for (i, &v) in rope.frequencies().inv_freq().iter().enumerate() {

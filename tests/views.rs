@@ -98,8 +98,8 @@ fn random_views_never_accept_overlap() {
         let tokens = rng.random_range(0..12);
         let heads = rng.random_range(0..12);
         let view = match rng.random_range(0..4) {
-            0 => View::bshd(tokens, heads, hd),
-            1 => View::bhsd(tokens, heads, hd),
+            0 => View::token_major(tokens, heads, hd),
+            1 => View::head_major(tokens, heads, hd),
             // Padded BSHD (fused QKV is this with extra heads per token).
             2 => {
                 let hs = hd + rng.random_range(0..5);
@@ -168,15 +168,15 @@ fn overflow_exactly_when_extent_does_not_fit() {
 #[test]
 fn handle_and_option_sizes() {
     use core::mem::size_of;
-    use rope_kernels::{Apply, LayerApply, MRope, MRopeApply, Rope, VisionApply, VisionRope};
+    use rope_kernels::{ApplyOptions, LayerOptions, MRope, MRopeOptions, Rope, VisionOptions, VisionRope};
     let sizes = [
         ("Rope", size_of::<Rope<'static>>()),
         ("MRope", size_of::<MRope<'static>>()),
         ("VisionRope", size_of::<VisionRope<'static>>()),
-        ("Apply", size_of::<Apply<'static>>()),
-        ("MRopeApply", size_of::<MRopeApply<'static>>()),
-        ("VisionApply", size_of::<VisionApply<'static>>()),
-        ("LayerApply", size_of::<LayerApply<'static>>()),
+        ("Apply", size_of::<ApplyOptions<'static>>()),
+        ("MRopeApply", size_of::<MRopeOptions<'static>>()),
+        ("VisionApply", size_of::<VisionOptions<'static>>()),
+        ("LayerApply", size_of::<LayerOptions<'static>>()),
     ];
     for (name, size) in sizes {
         println!("size_of::<{name}>() = {size}");
@@ -189,7 +189,7 @@ fn handle_and_option_sizes() {
 /// `with_tables` keep them.
 #[test]
 fn owned_and_caller_tables_agree() {
-    use rope_kernels::{Apply, HeadsMut, LongRopeParams, Rope, RopeConfig, Scaling};
+    use rope_kernels::{ApplyOptions, HeadsMut, LongRopeParams, Rope, RopeConfig, Scaling};
     let long = LongRopeParams::new(&[1.0, 1.5, 2.0, 3.0], &[2.0, 3.0, 4.0, 8.0], 64, 4.0).unwrap();
     let configs = [
         RopeConfig::new(8, 10_000.0),
@@ -221,7 +221,11 @@ fn owned_and_caller_tables_agree() {
                 let mut outs = Vec::new();
                 for rope in [&owned, &caller, &copied, &borrowed] {
                     let mut y = x.clone();
-                    rope.apply(HeadsMut::new(&mut y, View::bshd(4, 2, 8)), &Apply::start(start)).unwrap();
+                    rope.apply(
+                        HeadsMut::new(&mut y, View::token_major(4, 2, 8)),
+                        &ApplyOptions::start(start),
+                    )
+                    .unwrap();
                     outs.push(y.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
                     let f = rope.frequencies_at(u64::from(start) + 4).unwrap();
                     let g = owned.frequencies_at(u64::from(start) + 4).unwrap();

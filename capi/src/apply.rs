@@ -4,7 +4,7 @@
 use core::ffi::c_void;
 
 use rope_kernels::{
-    bf16, f16, Apply, CosSin, CosSinTable, Direction, Element, Heads, HeadsMut, Positions, Rope, View,
+    bf16, f16, ApplyOptions, CosSin, CosSinTable, Direction, Element, Heads, HeadsMut, Positions, Rope, View,
 };
 
 use crate::boundary::{disjoint, guard, read, read_versioned, rust, Buf, R};
@@ -101,10 +101,10 @@ pub struct rope_apply_opts {
 pub(crate) unsafe fn options<'a>(
     p: *const rope_apply_opts,
     pairs: usize,
-) -> R<(Apply<'a>, [(usize, usize); 3])> {
+) -> R<(ApplyOptions<'a>, [(usize, usize); 3])> {
     let mut reads = [(0, 0); 3];
     if p.is_null() {
-        return Ok((Apply::default(), reads));
+        return Ok((ApplyOptions::default(), reads));
     }
     // SAFETY: the caller's contract; every field accepts any bits.
     let o = unsafe { read_versioned(p) }?;
@@ -136,7 +136,7 @@ pub(crate) unsafe fn options<'a>(
         }
         _ => return Err(ROPE_UNKNOWN_ENUM),
     };
-    Ok((Apply { positions, cos_sin, direction }, reads))
+    Ok((ApplyOptions { positions, cos_sin, direction }, reads))
 }
 
 /// A tensor argument: the struct (required), its buffer checked for `T`, and its view.
@@ -191,7 +191,7 @@ pub(crate) unsafe fn in_place_args<'a, T: Element>(
     opts: *const rope_apply_opts,
     pairs: usize,
     handle: (usize, usize),
-) -> R<(HeadsMut<'a, T>, Option<HeadsMut<'a, T>>, Apply<'a>)> {
+) -> R<(HeadsMut<'a, T>, Option<HeadsMut<'a, T>>, ApplyOptions<'a>)> {
     // SAFETY: the caller's contract (NULL or a readable struct).
     let (qb, qv) = unsafe { tensor::<T>(q) }?;
     // SAFETY: as above.

@@ -4,7 +4,7 @@
 use core::ptr::NonNull;
 
 use rope_kernels::{
-    AngleMode, Layout, LongRopeRef, Rope, RopeError, RopeParams, ScalingRef, YarnParams, MAX_PAIRS,
+    AngleMode, LongRopeRef, PairLayout, Rope, RopeError, RopeParams, ScalingRef, YarnParams, MAX_PAIRS,
 };
 
 use crate::boundary::{flag, guard, read_versioned, required, rust, Buf, R};
@@ -225,8 +225,8 @@ pub(crate) unsafe fn with_params<T>(
     // SAFETY: the caller's contract; every field of `rope_config` accepts any bits.
     let c = unsafe { read_versioned(cfg) }?;
     let layout = match c.layout {
-        ROPE_LAYOUT_HALF_SPLIT => Layout::HalfSplit,
-        ROPE_LAYOUT_INTERLEAVED => Layout::Interleaved,
+        ROPE_LAYOUT_HALF_SPLIT => PairLayout::HalfSplit,
+        ROPE_LAYOUT_INTERLEAVED => PairLayout::Interleaved,
         _ => return Err(ROPE_UNKNOWN_ENUM),
     };
     let angle_mode = match c.angle_mode {

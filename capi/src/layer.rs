@@ -8,7 +8,7 @@ use core::mem::{align_of, size_of};
 
 use rope_kernels::{
     bf16, f16, Batch, BlockQ8_0, CacheLayout, CosSin, CosSinTable, Dest, Direction, Element, ErasedDest,
-    HeadSet, LayerApply, Positions, Qkv, Rope, Slots, View,
+    HeadSet, LayerOptions, Positions, Qkv, Rope, Slots, View,
 };
 
 use crate::apply::{
@@ -345,7 +345,7 @@ unsafe fn raw_dest<'a>(d: &rope_dest, dtype: rope_dtype, reads: &mut [(usize, us
 #[allow(clippy::type_complexity)]
 unsafe fn options<'a>(
     a: &rope_layer_args,
-) -> R<(LayerApply<'a>, Option<[&'a [f32]; 2]>, [(usize, usize); 5])> {
+) -> R<(LayerOptions<'a>, Option<[&'a [f32]; 2]>, [(usize, usize); 5])> {
     let mut reads = [(0, 0); 5];
     let direction = match a.direction {
         ROPE_FORWARD => Direction::Forward,
@@ -396,7 +396,7 @@ unsafe fn options<'a>(
         }
         _ => return Err(ROPE_UNKNOWN_ENUM),
     };
-    Ok((LayerApply { batch, cos_sin: CosSin::OnTheFly, direction }, table, reads))
+    Ok((LayerOptions { batch, cos_sin: CosSin::OnTheFly, direction }, table, reads))
 }
 
 /// The byte range of a slice, for [`disjoint`].
@@ -412,7 +412,7 @@ struct Call<'a> {
     tokens: usize,
     sets: [HeadSet; 3],
     dests: [RawDest<'a>; 3],
-    opts: LayerApply<'a>,
+    opts: LayerOptions<'a>,
 }
 
 fn head_set(s: &rope_head_set) -> HeadSet {

@@ -2,7 +2,7 @@
 //! and 2-D vision RoPE (Qwen2-VL ViT), on a `rope_t` of the model's 1-D configuration.
 
 use rope_kernels::{
-    bf16, f16, AxisApply, AxisRows, CosSinTable, Direction, Element, HeadsMut, MRopeStyle, Rope,
+    bf16, f16, AxisOptions, AxisRows, CosSinTable, Direction, Element, HeadsMut, MRopeStyle, Rope,
 };
 
 use crate::apply::{
@@ -58,12 +58,12 @@ struct Opts<'a> {
 }
 
 impl<'a> Opts<'a> {
-    fn apply<const N: usize>(&self) -> AxisApply<'a, N> {
+    fn apply<const N: usize>(&self) -> AxisOptions<'a, N> {
         let rows = match self.table {
             Some(t) => AxisRows::Table(t),
             None => AxisRows::Ids(core::array::from_fn(|i| self.ids[i])),
         };
-        AxisApply { rows, direction: self.direction }
+        AxisOptions { rows, direction: self.direction }
     }
 }
 

@@ -10,8 +10,8 @@ use std::vec::Vec;
 
 use rope_kernels::dispatch::ALL_TIERS;
 use rope_kernels::{
-    bf16, f16, AngleMode, Apply, CosSinTable, Element, Heads, HeadsMut, Layout, LongRopeParams, Operand,
-    Rope, RopeConfig, RopeError, Scaling, View, YarnParams,
+    bf16, f16, AngleMode, ApplyOptions, CosSinTable, Element, Heads, HeadsMut, LongRopeParams, Operand,
+    PairLayout, Rope, RopeConfig, RopeError, Scaling, View, YarnParams,
 };
 
 use crate::*;
@@ -173,8 +173,8 @@ fn random_case(rng: &mut TestRng) -> Case {
     // SAFETY: `rope_config_init` returned ROPE_OK, so it wrote every field.
     let mut c = unsafe { c.assume_init() };
     c.rotary_dim = rotary_dim;
-    let layout = rng.pick(&[Layout::HalfSplit, Layout::Interleaved]);
-    c.layout = if layout == Layout::HalfSplit { ROPE_LAYOUT_HALF_SPLIT } else { ROPE_LAYOUT_INTERLEAVED };
+    let layout = rng.pick(&[PairLayout::HalfSplit, PairLayout::Interleaved]);
+    c.layout = if layout == PairLayout::HalfSplit { ROPE_LAYOUT_HALF_SPLIT } else { ROPE_LAYOUT_INTERLEAVED };
     let hf = rng.below(2) == 1;
     c.angle_mode = if hf { ROPE_ANGLE_HF_COMPATIBLE } else { ROPE_ANGLE_EXACT };
     let factors =
@@ -350,10 +350,10 @@ fn compare_one<T: Element>(
     let start = rng.pick(start_pool);
 
     let mut o = opts();
-    let mut apply = Apply::start(start);
+    let mut apply = ApplyOptions::start(start);
     if rng.below(2) == 1 {
         (o.position_mode, o.position_ids, o.position_ids_len) = (ROPE_POSITIONS_IDS, ids.as_ptr(), ids.len());
-        apply = Apply::ids(&ids);
+        apply = ApplyOptions::ids(&ids);
     } else {
         o.start = start;
     }
@@ -516,12 +516,12 @@ fn handles_in_storage_and_on_the_heap() {
 /// the Rust API's bits (on the fly and through a table); a failing call writes nothing.
 #[test]
 fn mrope_and_vision_match_the_rust_api() {
-    use rope_kernels::{MRope, MRopeApply, MRopeStyle, VisionApply, VisionRope};
+    use rope_kernels::{MRope, MRopeOptions, MRopeStyle, VisionOptions, VisionRope};
     let (tokens, heads, hd) = (3usize, 2usize, 16usize);
     let ids = [[0u32, 5, 5], [0u32, 6, 7], [0u32, 9, 1 << 20]];
     let mut rng = rng(15);
     let x: Vec<f32> = (0..tokens * heads * hd).map(|_| rng.unit()).collect();
-    let view = View::bshd(tokens, heads, hd);
+    let view = View::token_major(tokens, heads, hd);
     let mut cfg = core::mem::MaybeUninit::<rope_config>::uninit();
     // SAFETY: writable for `sizeof(rope_config)`.
     assert_eq!(unsafe { rope_config_init(cfg.as_mut_ptr(), size_of::<rope_config>(), hd, 1e4) }, ROPE_OK);
@@ -545,7 +545,7 @@ fn mrope_and_vision_match_the_rust_api() {
     {
         let m = MRope::new(RopeConfig::new(hd, 1e4), section.map(|s| s as usize), style).unwrap();
         let mut want = x.clone();
-        m.apply(HeadsMut::new(&mut want, view), &MRopeApply::ids([&ids[0], &ids[1], &ids[2]])).unwrap();
+        m.apply(HeadsMut::new(&mut want, view), &MRopeOptions::ids([&ids[0], &ids[1], &ids[2]])).unwrap();
         let mut got = x.clone();
         let o = mopts(interleaved, section);
         // SAFETY: a live handle, buffers valid for their counts.
@@ -576,7 +576,7 @@ fn mrope_and_vision_match_the_rust_api() {
     }
     let v = VisionRope::new(RopeConfig::new(hd, 1e4)).unwrap();
     let mut want = x.clone();
-    v.apply(HeadsMut::new(&mut want, view), &VisionApply::ids([&ids[0], &ids[1]])).unwrap();
+    v.apply(HeadsMut::new(&mut want, view), &VisionOptions::ids([&ids[0], &ids[1]])).unwrap();
     let mut got = x.clone();
     let o = mopts(0, [0, 0, 0]);
     // SAFETY: as above.
@@ -607,7 +607,7 @@ fn qk_norm_matches_the_rust_api() {
     let k0: Vec<f32> = (0..tokens * kh * hd).map(|_| rng.unit()).collect();
     let qw: Vec<f32> = (0..hd).map(|_| 1.0 + rng.unit() / 4.0).collect();
     let kw: Vec<f32> = (0..hd).map(|_| rng.unit() / 4.0).collect();
-    let (qv, kv) = (View::bshd(tokens, qh, hd), View::bshd(tokens, kh, hd));
+    let (qv, kv) = (View::token_major(tokens, qh, hd), View::token_major(tokens, kh, hd));
     for kind in [ROPE_QK_NORM_RMS, ROPE_QK_NORM_RMS_ONE_PLUS, ROPE_QK_NORM_L2_AFTER] {
         let c_norm = rope_qk_norm {
             struct_size: size_of::<rope_qk_norm>(),
@@ -635,7 +635,7 @@ fn qk_norm_matches_the_rust_api() {
             HeadsMut::new(&mut rq, qv),
             Some(HeadsMut::new(&mut rk, kv)),
             &norm,
-            &Apply::default(),
+            &ApplyOptions::default(),
         )
         .unwrap();
         assert_eq!(
@@ -663,7 +663,7 @@ fn qk_norm_matches_the_rust_api() {
             HeadsMut::new(&mut rqo, qv),
             Some((Heads::new(&kb, kv), HeadsMut::new(&mut rko, kv))),
             &norm,
-            &Apply::default(),
+            &ApplyOptions::default(),
         )
         .unwrap();
         assert!(qo == rqo && ko == rko, "bf16 into differs from the Rust API");

@@ -10,7 +10,7 @@ use std::vec;
 use std::vec::Vec;
 
 use rope_kernels::{
-    bf16, f16, Batch, BlockQ8_0, CacheElement, CacheLayout, Dest, Element, HeadSet, LayerApply, Positions,
+    bf16, f16, Batch, BlockQ8_0, CacheElement, CacheLayout, Dest, Element, HeadSet, LayerOptions, Positions,
     Qkv, Rope, RopeConfig, Slots, View,
 };
 
@@ -78,7 +78,7 @@ struct Out<O> {
 impl<O: Tag> Out<O> {
     fn new(form: Form, tokens: usize, heads: usize, rng: &mut TestRng) -> Self {
         let hl = if O::TAG == ROPE_DTYPE_Q8_0 { HD / 32 } else { HD };
-        let view = View::bshd(tokens, heads, hl);
+        let view = View::token_major(tokens, heads, hl);
         let layout = if rng.below(2) == 0 {
             CacheLayout::nhd(NB, BS, heads, hl)
         } else {
@@ -189,7 +189,7 @@ fn case<I: Element + Tag, Q: CacheElement + Tag, K: CacheElement + Tag, V: Cache
     } else {
         Batch::Single(Positions::Start(3))
     };
-    let opts = LayerApply::batch(batch);
+    let opts = LayerOptions::batch(batch);
 
     // The Rust call on copies.
     let slots = |f: Form| match f {

@@ -35,8 +35,8 @@ use rope_kernels::encodings::{
     RelativePositions, Sinusoidal, SinusoidalLayout,
 };
 use rope_kernels::{
-    bf16, f16, vision_position_ids, Apply, Element, HeadsMut, MRope, MRopeApply, MRopeStyle, Positions, Rope,
-    RopeConfig, Scaling, View, VisionApply, VisionRope,
+    bf16, f16, vision_position_ids, ApplyOptions, Element, HeadsMut, MRope, MRopeOptions, MRopeStyle,
+    Positions, Rope, RopeConfig, Scaling, View, VisionOptions, VisionRope,
 };
 
 const TOKENS: usize = 5;
@@ -112,10 +112,15 @@ fn inputs(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// Rotates copies of q and k with the Rust API.
-fn rotate<T: rope_kernels::Element>(rope: &Rope, q: &[T], k: &[T], opts: &Apply<'_>) -> (Vec<T>, Vec<T>) {
+fn rotate<T: rope_kernels::Element>(
+    rope: &Rope,
+    q: &[T],
+    k: &[T],
+    opts: &ApplyOptions<'_>,
+) -> (Vec<T>, Vec<T>) {
     let (mut q, mut k) = (q.to_vec(), k.to_vec());
-    let qv = View::bshd(TOKENS, HQ, HD);
-    let kv = View::bshd(TOKENS, HKV, HD);
+    let qv = View::token_major(TOKENS, HQ, HD);
+    let kv = View::token_major(TOKENS, HKV, HD);
     rope.apply_qk(HeadsMut::new(&mut q, qv), Some(HeadsMut::new(&mut k, kv)), opts).expect("Rust apply");
     (q, k)
 }
@@ -241,10 +246,10 @@ fn write_expected(path: &Path) {
     let rope = Rope::new(cfg).expect("Llama 3.1 config");
     let q_in = inputs(TOKENS * HQ * HD, 1);
     let k_in = inputs(TOKENS * HKV * HD, 2);
-    let ids = Apply::ids(&POSITIONS);
+    let ids = ApplyOptions::ids(&POSITIONS);
     let (q_fwd, k_fwd) = rotate(&rope, &q_in, &k_in, &ids);
     let (q_inv, k_inv) = rotate(&rope, &q_fwd, &k_fwd, &ids.inverse());
-    let (q_start, k_start) = rotate(&rope, &q_in, &k_in, &Apply::start(START));
+    let (q_start, k_start) = rotate(&rope, &q_in, &k_in, &ApplyOptions::start(START));
     let qh: Vec<f16> = q_in.iter().map(|v| f16::from_f32(*v)).collect();
     let kh: Vec<f16> = k_in.iter().map(|v| f16::from_f32(*v)).collect();
     let (qh_fwd, kh_fwd) = rotate(&rope, &qh, &kh, &ids);
@@ -452,7 +457,7 @@ fn write_mrope_expected(path: &Path) {
     // bf16-exact inputs, so the bf16 part reads the same values.
     let bf = |v: Vec<f32>| -> Vec<f32> { v.into_iter().map(|x| bf16::from_f32(x).to_f32()).collect() };
     let (q, k) = (bf(inputs(T * 4 * 128, 21)), bf(inputs(T * 2 * 128, 22)));
-    let (qv, kv) = (View::bshd(T, 4, 128), View::bshd(T, 2, 128));
+    let (qv, kv) = (View::token_major(T, 4, 128), View::token_major(T, 2, 128));
     let s = [&ids[0][..], &ids[1][..], &ids[2][..]];
     let mut out = Vec::new();
     for row in &ids {
@@ -463,13 +468,14 @@ fn write_mrope_expected(path: &Path) {
     for (section, style) in [([16, 24, 24], MRopeStyle::Sectioned), ([24, 20, 20], MRopeStyle::Interleaved)] {
         let m = MRope::new(RopeConfig::new(128, 1e6), section, style).unwrap();
         let (mut a, mut b) = (q.clone(), k.clone());
-        m.apply_qk(HeadsMut::new(&mut a, qv), Some(HeadsMut::new(&mut b, kv)), &MRopeApply::ids(s)).unwrap();
+        m.apply_qk(HeadsMut::new(&mut a, qv), Some(HeadsMut::new(&mut b, kv)), &MRopeOptions::ids(s))
+            .unwrap();
         put(&mut out, &a, f32::to_ne_bytes);
         put(&mut out, &b, f32::to_ne_bytes);
     }
     let m = MRope::new(RopeConfig::new(128, 1e6), [16, 24, 24], MRopeStyle::Sectioned).unwrap();
     let mut h: Vec<bf16> = convert(&q);
-    m.apply(HeadsMut::new(&mut h, qv), &MRopeApply::ids(s)).unwrap();
+    m.apply(HeadsMut::new(&mut h, qv), &MRopeOptions::ids(s)).unwrap();
     put_bits(&mut out, &h);
     let (mut vh, mut vw) = (vec![0u32; 24], vec![0u32; 24]);
     vision_position_ids([1, 4, 6], 2, &mut vh, &mut vw).unwrap();
@@ -479,7 +485,7 @@ fn write_mrope_expected(path: &Path) {
     put(&mut out, &x, f32::to_ne_bytes);
     let vit = VisionRope::new(RopeConfig::new(80, 1e4)).unwrap();
     let mut y = x.clone();
-    vit.apply(HeadsMut::new(&mut y, View::bshd(24, 2, 80)), &VisionApply::ids([&vh, &vw])).unwrap();
+    vit.apply(HeadsMut::new(&mut y, View::token_major(24, 2, 80)), &VisionOptions::ids([&vh, &vw])).unwrap();
     put(&mut out, &y, f32::to_ne_bytes);
     fs::write(path, out).expect("write expected data");
 }
@@ -589,7 +595,7 @@ fn c_program_qknorm() {
 /// cos/sin table of 18 rows, q in place, k and v into q8_0 caches (HND, 2 blocks of 8 slots)
 /// through a slot_mapping with a -1. Caches start as 0xA5 bytes, as in the C program.
 fn write_layer_expected(path: &Path) {
-    use rope_kernels::{Batch, BlockQ8_0, CacheLayout, CosSinTable, Dest, HeadSet, LayerApply, Qkv, Slots};
+    use rope_kernels::{Batch, BlockQ8_0, CacheLayout, CosSinTable, Dest, HeadSet, LayerOptions, Qkv, Slots};
     const T: usize = 6;
     const HQ: usize = 4;
     const HKV: usize = 2;
@@ -612,10 +618,10 @@ fn write_layer_expected(path: &Path) {
     let paged = || Slots::BlockTable { block_table: &BLOCK_TABLE, blocks_per_seq: 6 };
     rope.apply_layer(
         Qkv::new(&mut qkv, T, sets),
-        Dest::Tensor { data: &mut q_out, view: View::bshd(T, HQ, HD) },
+        Dest::Tensor { data: &mut q_out, view: View::token_major(T, HQ, HD) },
         Dest::Cache { data: &mut kc, layout: nhd, slots: paged() },
         Dest::Cache { data: &mut vc, layout: nhd, slots: paged() },
-        &LayerApply::batch(Batch::Ragged { indptr: &INDPTR, start: &STARTS }),
+        &LayerOptions::batch(Batch::Ragged { indptr: &INDPTR, start: &STARTS }),
     )
     .expect("Rust paged layer");
     assert_eq!(qkv, qkv_in, "nothing in place");
@@ -632,7 +638,7 @@ fn write_layer_expected(path: &Path) {
         Dest::<f32>::InPlace,
         Dest::Cache { data: &mut k8, layout: hnd, slots: Slots::Mapping(&SLOTS) },
         Dest::Cache { data: &mut v8, layout: hnd, slots: Slots::Mapping(&SLOTS) },
-        &LayerApply::batch(Batch::Single(Positions::Ids(&IDS))).with_table(table),
+        &LayerOptions::batch(Batch::Single(Positions::Ids(&IDS))).with_table(table),
     )
     .expect("Rust q8_0 layer");
 

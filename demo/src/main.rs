@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use rope_kernels::hf_config::ModelConfig;
 
 mod multimodal;
-use rope_kernels::{Apply, HeadsMut, Layout, Rope, RopeConfig, View};
+use rope_kernels::{ApplyOptions, HeadsMut, PairLayout, Rope, RopeConfig, View};
 
 const EMBEDDED_CONFIG: &str = include_str!("../../tests/data/configs/llama-3.1-8b.json");
 const PREFILL_TOKENS: usize = 2048;
@@ -302,8 +302,12 @@ fn exercise(rope: &Rope, model: &ModelConfig, rng: &mut XorShift) -> Result<(), 
         q.data.clone_from(&q_in.data);
         k.data.clone_from(&k_in.data);
         let t = Instant::now();
-        rope.apply_qk(q.rotary(0, PREFILL_TOKENS), Some(k.rotary(0, PREFILL_TOKENS)), &Apply::start(0))
-            .map_err(|e| format!("prefill: {e}"))?;
+        rope.apply_qk(
+            q.rotary(0, PREFILL_TOKENS),
+            Some(k.rotary(0, PREFILL_TOKENS)),
+            &ApplyOptions::start(0),
+        )
+        .map_err(|e| format!("prefill: {e}"))?;
         best = best.min(t.elapsed());
     }
     let mut prefill_err = 0.0f64;
@@ -323,7 +327,7 @@ fn exercise(rope: &Rope, model: &ModelConfig, rng: &mut XorShift) -> Result<(), 
         dk.data.clone_from(&dk_in.data);
         let t = Instant::now();
         for s in 0..DECODE_STEPS {
-            let opts = Apply::start((PREFILL_TOKENS + s) as u32);
+            let opts = ApplyOptions::start((PREFILL_TOKENS + s) as u32);
             rope.apply_qk(dq.rotary(s, 1), Some(dk.rotary(s, 1)), &opts)
                 .map_err(|e| format!("decode: {e}"))?;
         }
@@ -376,7 +380,7 @@ fn max_error(
             let mut expect: Vec<f64> = x.iter().map(|v| f64::from(*v)).collect();
             for i in 0..pairs {
                 let (a, b) = match cfg.layout {
-                    Layout::Interleaved => (input.nope + 2 * i, input.nope + 2 * i + 1),
+                    PairLayout::Interleaved => (input.nope + 2 * i, input.nope + 2 * i + 1),
                     _ => (input.nope + i, input.nope + i + pairs),
                 };
                 let (x0, x1) = (f64::from(x[a]), f64::from(x[b]));
@@ -406,10 +410,10 @@ fn report(phase: &str, tokens: usize, elems_per_token: usize, time: Duration, er
     );
 }
 
-fn layout_name(layout: Layout) -> &'static str {
+fn layout_name(layout: PairLayout) -> &'static str {
     match layout {
-        Layout::HalfSplit => "HalfSplit (GPT-NeoX / HF rotate_half)",
-        Layout::Interleaved => "Interleaved (GPT-J / ggml NORM)",
+        PairLayout::HalfSplit => "HalfSplit (GPT-NeoX / HF rotate_half)",
+        PairLayout::Interleaved => "Interleaved (GPT-J / ggml NORM)",
     }
 }
 

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use rope_kernels::hf_config::{ModelConfig, MropeSpec, QkNormKind, QkNormSpec, VisionAxis, VisionRopeSpec};
 use rope_kernels::{
-    vision_position_ids, Apply, HeadsMut, Layout, MRope, MRopeApply, MRopeIndex, QkNorm, Rope, View,
-    VisionApply, VisionRope, WeightOffset, TOKEN_IMAGE, TOKEN_TEXT,
+    vision_position_ids, ApplyOptions, HeadsMut, MRope, MRopeIndex, MRopeOptions, PairLayout, QkNorm, Rope,
+    View, VisionOptions, VisionRope, WeightOffset, TOKEN_IMAGE, TOKEN_TEXT,
 };
 
 use super::{Failure, XorShift};
@@ -27,15 +27,15 @@ fn random(n: usize, rng: &mut XorShift) -> Vec<f32> {
 }
 
 /// The pair `(a, b)` of pair `j` of a head.
-fn pair(layout: Layout, j: usize, pairs: usize) -> (usize, usize) {
+fn pair(layout: PairLayout, j: usize, pairs: usize) -> (usize, usize) {
     match layout {
-        Layout::Interleaved => (2 * j, 2 * j + 1),
+        PairLayout::Interleaved => (2 * j, 2 * j + 1),
         _ => (j, j + pairs),
     }
 }
 
 /// Rotates `head` (f64) in place: pair `j` by `angle(j)`, times `af`.
-fn rotate(head: &mut [f64], layout: Layout, pairs: usize, af: f64, angle: impl Fn(usize) -> f64) {
+fn rotate(head: &mut [f64], layout: PairLayout, pairs: usize, af: f64, angle: impl Fn(usize) -> f64) {
     for j in 0..pairs {
         let (a, b) = pair(layout, j, pairs);
         let (s, c) = angle(j).sin_cos();
@@ -110,9 +110,9 @@ pub(crate) fn run_mrope(model: &ModelConfig, m: &MRope, rng: &mut XorShift) -> R
     let (mut q, mut k) = (q_in.clone(), k_in.clone());
     let start = Instant::now();
     m.apply_qk(
-        HeadsMut::new(&mut q, View::bshd(n, heads, hd)),
-        Some(HeadsMut::new(&mut k, View::bshd(n, kv, hd))),
-        &MRopeApply::ids([&t, &h, &w]),
+        HeadsMut::new(&mut q, View::token_major(n, heads, hd)),
+        Some(HeadsMut::new(&mut k, View::token_major(n, kv, hd))),
+        &MRopeOptions::ids([&t, &h, &w]),
     )
     .map_err(|e| format!("MRoPE: {e}"))?;
     let took = start.elapsed();
@@ -167,7 +167,7 @@ pub(crate) fn run_vision(spec: &VisionRopeSpec, vit: &VisionRope, rng: &mut XorS
     let x = random(n * heads * hd, rng);
     let mut y = x.clone();
     let start = Instant::now();
-    vit.apply(HeadsMut::new(&mut y, View::bshd(n, heads, hd)), &VisionApply::ids([&s0, &s1]))
+    vit.apply(HeadsMut::new(&mut y, View::token_major(n, heads, hd)), &VisionOptions::ids([&s0, &s1]))
         .map_err(|e| format!("vision RoPE: {e}"))?;
     let took = start.elapsed();
     // f64: pair j < hd/4 by (axes[0] + offset) * inv[j], else (axes[1] + offset) * inv[j - hd/4].
@@ -233,10 +233,10 @@ pub(crate) fn run_qk_norm(
     let (mut q, mut k) = (q_in.clone(), k_in.clone());
     let start = Instant::now();
     rope.apply_qk_norm(
-        HeadsMut::new(&mut q, View::bshd(n, heads, hd)),
-        Some(HeadsMut::new(&mut k, View::bshd(n, kv, hd))),
+        HeadsMut::new(&mut q, View::token_major(n, heads, hd)),
+        Some(HeadsMut::new(&mut k, View::token_major(n, kv, hd))),
         &norm,
-        &Apply::start(0),
+        &ApplyOptions::start(0),
     )
     .map_err(|e| format!("fused qk norm + RoPE: {e}"))?;
     let took = start.elapsed();

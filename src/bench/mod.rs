@@ -223,7 +223,7 @@ pub fn convert_rows<I: Element, O: crate::kernels::q8_0::CacheElement>(
     r: ConvertRows,
     cos: &[f32],
     sin: &[f32],
-    layout: crate::kernels::shape::Layout,
+    layout: crate::kernels::shape::PairLayout,
     inverse: bool,
 ) -> Result<(), RopeError> {
     let k = kernels_for(tier).ok_or(RopeError::TierUnavailable)?;

@@ -8,7 +8,9 @@ pub(crate) mod scaling;
 
 pub use scaling::{LongRopeParams, LongRopeRef, PairFactors, Scaling, ScalingRef, YarnParams};
 
-pub use crate::kernels::shape::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
+#[allow(deprecated)]
+pub use crate::kernels::shape::Layout;
+pub use crate::kernels::shape::{PairLayout, MAX_PAIRS, MAX_ROTARY_DIM};
 
 pub use crate::kernels::sincos::AngleMode;
 
@@ -21,7 +23,7 @@ pub struct RopeConfig {
     /// Rotated dimensions: even, `0 < rotary_dim <= head_dim`, `<= MAX_ROTARY_DIM`.
     pub rotary_dim: usize,
     /// Pair layout.
-    pub layout: Layout,
+    pub layout: PairLayout,
     /// The base `theta` of `inv_freq[i] = theta^(-2i / rotary_dim)` (HF `rope_theta`,
     /// GPT-NeoX `rotary_emb_base`). Finite and > 0.
     pub theta: f64,
@@ -38,7 +40,7 @@ impl RopeConfig {
         RopeConfig {
             head_dim,
             rotary_dim: head_dim,
-            layout: Layout::HalfSplit,
+            layout: PairLayout::HalfSplit,
             theta,
             scaling: Scaling::None,
             angle_mode: AngleMode::Exact,
@@ -52,7 +54,7 @@ impl RopeConfig {
     }
 
     /// Builder: set the layout.
-    pub fn with_layout(mut self, layout: Layout) -> Self {
+    pub fn with_layout(mut self, layout: PairLayout) -> Self {
         self.layout = layout;
         self
     }
@@ -124,7 +126,7 @@ pub struct RopeParams<'a> {
     /// As [`RopeConfig::rotary_dim`].
     pub rotary_dim: usize,
     /// As [`RopeConfig::layout`].
-    pub layout: Layout,
+    pub layout: PairLayout,
     /// As [`RopeConfig::theta`].
     pub theta: f64,
     /// As [`RopeConfig::scaling`].
@@ -140,7 +142,7 @@ impl RopeParams<'_> {
         RopeParams {
             head_dim,
             rotary_dim: head_dim,
-            layout: Layout::HalfSplit,
+            layout: PairLayout::HalfSplit,
             theta,
             scaling: ScalingRef::None,
             angle_mode: AngleMode::Exact,

@@ -99,7 +99,7 @@ use std::vec::Vec;
 
 use serde_json::Value;
 
-use crate::config::{Layout, RopeConfig};
+use crate::config::{PairLayout, RopeConfig};
 use crate::error::RopeError;
 
 mod json;
@@ -319,7 +319,7 @@ pub struct VisionRopeSpec {
     /// Base (`rope_theta` in `vision_config` or its `rope_parameters`; default 1e4).
     pub theta: f64,
     /// Pair layout.
-    pub layout: Layout,
+    pub layout: PairLayout,
     /// The coordinate of the first and the second half of the pairs.
     pub axes: [VisionAxis; 2],
     /// Added to both coordinates (Llama 4: 1).

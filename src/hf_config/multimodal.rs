@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::json::Obj;
 use super::parse::{MropeUse, Text};
 use super::{ConfigError, MropeSpec, VisionAxis, VisionRopeSpec};
-use crate::config::{Layout, MAX_ROTARY_DIM};
+use crate::config::{PairLayout, MAX_ROTARY_DIM};
 use crate::error::RopeError;
 
 /// `mrope_section` / `mrope_interleaved` of a rope dict, as the text model type uses them
@@ -75,7 +75,7 @@ pub(super) fn mrope_of(
         None if interleaved => [24, 20, 20],
         None => return Err(ConfigError::Missing { field }),
     };
-    if ctx.layout != Layout::HalfSplit {
+    if ctx.layout != PairLayout::HalfSplit {
         return Err(conflict(
             "MRoPE rotates half-split pairs (HF rotate_half); this model type rotates interleaved pairs"
                 .to_string(),
@@ -190,7 +190,7 @@ pub(super) fn vision_of(
             head_dim,
             num_heads,
             theta,
-            layout: Layout::Interleaved,
+            layout: PairLayout::Interleaved,
             axes: [VisionAxis::Col, VisionAxis::Row],
             position_offset: 1,
             spatial_merge_size: None,
@@ -205,7 +205,7 @@ pub(super) fn vision_of(
             head_dim,
             num_heads,
             theta,
-            layout: Layout::HalfSplit,
+            layout: PairLayout::HalfSplit,
             axes: [VisionAxis::Row, VisionAxis::Col],
             position_offset: 0,
             // `Qwen2VLVisionConfig`: spatial_merge_size=2.

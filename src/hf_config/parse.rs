@@ -12,7 +12,7 @@ use super::layers::{layer_types_of, no_rope_layers_of};
 use super::multimodal::{tokens_per_second_of, vision_of};
 use super::rope_dict::rope_of;
 use super::{ConfigError, LayerRope, LayerType, ModelConfig, MropeSpec};
-use crate::config::{Layout, RopeConfig};
+use crate::config::{PairLayout, RopeConfig};
 
 /// The most layers a config may declare (the per-layer lists are built from it; real models
 /// have at most a few hundred).
@@ -113,7 +113,7 @@ pub(super) struct Text<'a> {
     pub(super) head_src: String,
     /// DeepSeek MLA: rotary_dim is `qk_rope_head_dim`.
     pub(super) mla: bool,
-    pub(super) layout: Layout,
+    pub(super) layout: PairLayout,
     pub(super) max_pos: Option<u64>,
     pub(super) top_original: Option<u64>,
     pub(super) defaults: TypeDefaults,
@@ -204,9 +204,9 @@ pub(super) fn parse(top: Obj<'_>) -> Result<ModelConfig, ConfigError> {
     };
 
     let layout = match text_model_type.as_str() {
-        "gptj" | "deepseek_v2" | "llama4" | "llama4_text" => Layout::Interleaved,
-        "deepseek_v3" if text.bool("rope_interleave")?.unwrap_or(true) => Layout::Interleaved,
-        _ => Layout::HalfSplit,
+        "gptj" | "deepseek_v2" | "llama4" | "llama4_text" => PairLayout::Interleaved,
+        "deepseek_v3" if text.bool("rope_interleave")?.unwrap_or(true) => PairLayout::Interleaved,
+        _ => PairLayout::HalfSplit,
     };
     let ctx = Text {
         obj: text,

@@ -49,7 +49,7 @@ use half::{bf16, f16};
 use super::scalar::rotate_pair;
 use super::RotateArgs;
 use crate::kernels::element::Element;
-use crate::kernels::shape::{Layout, MAX_PAIRS, MAX_ROTARY_DIM};
+use crate::kernels::shape::{PairLayout, MAX_PAIRS, MAX_ROTARY_DIM};
 
 /// Runs `$body` with the const `$nv` bound to `$n` when `$n` is 1 to 8 (the heads the
 /// kernels unroll: that many whole vectors of `HalfSplit` pairs, [`half_split_whole`], or
@@ -668,7 +668,7 @@ unsafe fn interleaved_step<S: Simd, T: SimdElement>(
 pub(crate) fn pads<T: SimdElement>(lanes: usize, a: &RotateArgs<'_, T>) -> bool {
     let pairs = a.cos.len();
     let units = match a.layout {
-        Layout::Interleaved if !T::PAIRED_WORDS => 2 * pairs,
+        PairLayout::Interleaved if !T::PAIRED_WORDS => 2 * pairs,
         _ => pairs,
     };
     !units.is_multiple_of(lanes) && units < lanes
@@ -701,8 +701,8 @@ pub(crate) unsafe fn rotate_in<S: Simd, T: SimdElement, const L: u8>(s: S, a: &R
     // The tail buffers hold two vectors of every tier of this target.
     const { assert!(S::LANES <= MAX_LANES && L <= INTERLEAVED) };
     debug_assert!(match L {
-        HALF_SPLIT => a.layout == Layout::HalfSplit,
-        INTERLEAVED => a.layout == Layout::Interleaved,
+        HALF_SPLIT => a.layout == PairLayout::HalfSplit,
+        INTERLEAVED => a.layout == PairLayout::Interleaved,
         _ => true,
     });
     let pairs = a.cos.len();
@@ -756,7 +756,7 @@ pub(crate) unsafe fn rotate_in<S: Simd, T: SimdElement, const L: u8>(s: S, a: &R
 unsafe fn rotate_part<S: Simd, T: SimdElement, const L: u8>(s: S, a: &RotateArgs<'_, T>) {
     match (L, a.layout) {
         // SAFETY: forwarded from the caller.
-        (HALF_SPLIT, _) | (EITHER_LAYOUT, Layout::HalfSplit) => unsafe { half_split(s, a) },
+        (HALF_SPLIT, _) | (EITHER_LAYOUT, PairLayout::HalfSplit) => unsafe { half_split(s, a) },
         // SAFETY: forwarded from the caller.
         _ => unsafe { interleaved(s, a) },
     }
@@ -840,16 +840,16 @@ pub(crate) unsafe fn rotate_rows<S: Simd, T: SimdElement>(
         let (src, dst) = unsafe { (a.src.add(h * a.src_head_stride), a.dst.add(h * a.dst_head_stride)) };
         match (a.layout, a.inverse) {
             // SAFETY: one head of the call with its row, as in `half_split_dir`.
-            (Layout::HalfSplit, false) => unsafe {
+            (PairLayout::HalfSplit, false) => unsafe {
                 let last = half_split_last::<S, T, false>(s, src, cos, sin, 0);
                 half_split_head::<S, T, false>(s, src, dst, cos, sin, 0, last);
             },
             // SAFETY: as above.
-            (Layout::HalfSplit, true) => unsafe {
+            (PairLayout::HalfSplit, true) => unsafe {
                 let last = half_split_last::<S, T, true>(s, src, cos, sin, 0);
                 half_split_head::<S, T, true>(s, src, dst, cos, sin, 0, last);
             },
-            (Layout::Interleaved, _) => {
+            (PairLayout::Interleaved, _) => {
                 let one = RotateArgs { src, dst, heads: 1, cos, sin, ..*a };
                 // SAFETY: one head of the call with its row (copies its pass-through part).
                 unsafe { rotate(s, &one) };

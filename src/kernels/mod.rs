@@ -24,7 +24,7 @@
 use half::{bf16, f16};
 
 use crate::kernels::element::Element;
-use crate::kernels::shape::Layout;
+use crate::kernels::shape::PairLayout;
 use crate::kernels::tier::Tier;
 pub(crate) use rows::{AddRowFn, AlibiRowFn};
 
@@ -61,7 +61,7 @@ pub(crate) struct RotateArgs<'a, T> {
     /// `rotary_dim / 2` values each; `sin.len() == cos.len()`.
     pub cos: &'a [f32],
     pub sin: &'a [f32],
-    pub layout: Layout,
+    pub layout: PairLayout,
     pub inverse: bool,
     /// Whether the call streams from memory (a hint; results do not depend on it): set when
     /// the rotated input bytes of the whole call exceed [`PREFETCH_MIN_BYTES`] and the heads
@@ -122,7 +122,7 @@ pub(crate) struct ConvertArgs<'a, I, O> {
     /// `rotary_dim / 2` values each (0 for a pure convert); `sin.len() == cos.len()`.
     pub cos: &'a [f32],
     pub sin: &'a [f32],
-    pub layout: Layout,
+    pub layout: PairLayout,
     pub inverse: bool,
 }
 

@@ -240,7 +240,7 @@ mod tests {
                 head_dim: row.len(),
                 cos: &[],
                 sin: &[],
-                layout: crate::Layout::HalfSplit,
+                layout: crate::PairLayout::HalfSplit,
                 inverse: false,
             };
             // One head of `row.len()` values (a multiple of 32) into `got`'s

@@ -1,4 +1,4 @@
-//! The head shapes every kernel works on: which dimensions pair up ([`Layout`]) and the
+//! The head shapes every kernel works on: which dimensions pair up ([`PairLayout`]) and the
 //! largest rotated part (the kernels' stack rows are sized by it). Re-exported at the crate
 //! root (through `config`).
 
@@ -12,7 +12,7 @@ pub const MAX_PAIRS: usize = MAX_ROTARY_DIM / 2;
 
 /// Which dimensions of a head form the rotated pairs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Layout {
+pub enum PairLayout {
     /// Pairs `(i, i + rotary_dim / 2)`: GPT-NeoX, Llama, and Hugging Face `rotate_half`
     /// (`transformers/models/llama/modeling_llama.py`).
     #[default]
@@ -22,3 +22,7 @@ pub enum Layout {
     /// rotary part of DeepSeek-V2.
     Interleaved,
 }
+
+/// The old name of [`PairLayout`].
+#[deprecated(since = "0.2.0", note = "renamed to `PairLayout` (a pair layout, not a memory layout)")]
+pub type Layout = PairLayout;

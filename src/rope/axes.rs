@@ -20,7 +20,7 @@ use crate::error::RopeError;
 use crate::freq::FreqRef;
 use crate::kernels::sincos::{RowInputs, SinCos};
 use crate::kernels::{Kernels, RotateArgs};
-use crate::Layout;
+use crate::PairLayout;
 
 /// Where the cos/sin rows of a multi-stream call come from.
 #[derive(Clone, Copy, Debug)]
@@ -38,22 +38,26 @@ pub enum AxisRows<'a, const N: usize> {
 /// of position streams: 3 for [`MRopeApply`](crate::MRopeApply), 2 for
 /// [`VisionApply`](crate::VisionApply).
 #[derive(Clone, Copy, Debug)]
-pub struct AxisApply<'a, const N: usize> {
+pub struct AxisOptions<'a, const N: usize> {
     /// cos/sin source.
     pub rows: AxisRows<'a, N>,
     /// Forward or inverse rotation.
     pub direction: Direction,
 }
 
-impl<'a, const N: usize> AxisApply<'a, N> {
+/// The old name of [`AxisOptions`].
+#[deprecated(since = "0.2.0", note = "renamed to `AxisOptions`")]
+pub type AxisApply<'a, const N: usize> = AxisOptions<'a, N>;
+
+impl<'a, const N: usize> AxisOptions<'a, N> {
     /// Options with the position streams of every token, rows on the fly, forward.
     pub fn ids(position_ids: [&'a [u32]; N]) -> Self {
-        AxisApply { rows: AxisRows::Ids(position_ids), direction: Direction::Forward }
+        AxisOptions { rows: AxisRows::Ids(position_ids), direction: Direction::Forward }
     }
 
     /// Options with per-token rows of a caller table (row `n` for token `n`), forward.
     pub fn table(table: CosSinTable<'a>) -> Self {
-        AxisApply { rows: AxisRows::Table(table), direction: Direction::Forward }
+        AxisOptions { rows: AxisRows::Table(table), direction: Direction::Forward }
     }
 
     /// Builder: inverse rotation.
@@ -309,7 +313,7 @@ struct CallParams<'f> {
     pair_order: Option<FreqRef<'f>>,
     kernels: &'static Kernels,
     mode: AngleMode,
-    layout: Layout,
+    layout: PairLayout,
     inverse: bool,
     head_dim: usize,
     pairs: usize,
@@ -331,7 +335,7 @@ pub(crate) fn run<T: Element, const N: usize>(
     axes: &AxisFreqs,
     tokens: usize,
     tensors: &Tensors<T>,
-    opts: &AxisApply<'_, N>,
+    opts: &AxisOptions<'_, N>,
     pair_order: Option<FreqRef<'_>>,
 ) -> Result<(), RopeError> {
     match opts.rows {

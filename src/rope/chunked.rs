@@ -22,7 +22,7 @@ use core::marker::PhantomData;
 use core::ops::Range;
 
 use super::{
-    rotate_tokens, Apply, CallFreqs, FreqSlot, Heads, HeadsMut, Rope, RopeView, Tensors, TokenParams,
+    rotate_tokens, ApplyOptions, CallFreqs, FreqSlot, Heads, HeadsMut, Rope, RopeView, Tensors, TokenParams,
 };
 use crate::config::MAX_PAIRS;
 use crate::element::Element;
@@ -324,7 +324,7 @@ impl Rope<'_> {
         &'a self,
         q: HeadsMut<'a, T>,
         k: Option<HeadsMut<'a, T>>,
-        opts: &Apply<'a>,
+        opts: &ApplyOptions<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
         let r = self.view();
         let (tokens, tensors) = r.qk_tensors(q, k)?;
@@ -338,7 +338,7 @@ impl Rope<'_> {
     pub fn prepare<'a, T: Element>(
         &'a self,
         x: HeadsMut<'a, T>,
-        opts: &Apply<'a>,
+        opts: &ApplyOptions<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
         self.prepare_qk(x, None, opts)
     }
@@ -353,7 +353,7 @@ impl Rope<'_> {
         q: Heads<'a, T>,
         q_out: HeadsMut<'a, T>,
         k: Option<(Heads<'a, T>, HeadsMut<'a, T>)>,
-        opts: &Apply<'a>,
+        opts: &ApplyOptions<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
         let r = self.view();
         let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
@@ -368,7 +368,7 @@ impl Rope<'_> {
         &'a self,
         x: Heads<'a, T>,
         out: HeadsMut<'a, T>,
-        opts: &Apply<'a>,
+        opts: &ApplyOptions<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError> {
         self.prepare_qk_into(x, out, None, opts)
     }
@@ -381,7 +381,7 @@ impl<'r> RopeView<'r> {
         &self,
         tokens: usize,
         tensors: Tensors<T>,
-        opts: &Apply<'a>,
+        opts: &ApplyOptions<'a>,
     ) -> Result<PreparedCall<'a, T>, RopeError>
     where
         'r: 'a,

@@ -3,7 +3,7 @@
 
 use super::state::RopeState;
 use super::walk::{CallFreqs, FreqSlot};
-use super::{Apply, Heads, HeadsMut};
+use super::{ApplyOptions, Heads, HeadsMut};
 #[cfg(feature = "alloc")]
 use crate::config::AngleMode;
 use crate::config::{RopeConfig, RopeParams, MAX_PAIRS};
@@ -435,7 +435,7 @@ impl<'a> Rope<'a> {
     ///
     /// # Errors
     /// See [`Rope::apply_qk_into`].
-    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &Apply<'_>) -> Result<(), RopeError> {
+    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &ApplyOptions<'_>) -> Result<(), RopeError> {
         self.apply_qk(x, None, opts)
     }
 
@@ -466,7 +466,7 @@ impl<'a> Rope<'a> {
         &self,
         q: HeadsMut<'_, T>,
         k: Option<HeadsMut<'_, T>>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         let r = self.view();
         let (tokens, tensors) = r.qk_tensors(q, k)?;
@@ -495,7 +495,7 @@ impl<'a> Rope<'a> {
         &self,
         x: Heads<'_, T>,
         out: HeadsMut<'_, T>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         self.apply_qk_into(x, out, None, opts)
     }
@@ -554,7 +554,7 @@ impl<'a> Rope<'a> {
         q: Heads<'_, T>,
         q_out: HeadsMut<'_, T>,
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         let r = self.view();
         let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
@@ -687,8 +687,9 @@ mod issue18_tests {
             for inverse in [false, true] {
                 let x: Vec<f32> = (0..3 * 2 * 2 * pairs).map(|i| (i as f32 * 0.37).sin()).collect();
                 let (mut a, mut b) = (x.clone(), x);
-                let view = View::bshd(3, 2, 2 * pairs);
-                let opts = if inverse { Apply::start(start).inverse() } else { Apply::start(start) };
+                let view = View::token_major(3, 2, 2 * pairs);
+                let opts =
+                    if inverse { ApplyOptions::start(start).inverse() } else { ApplyOptions::start(start) };
                 rope.apply(HeadsMut::new(&mut a, view), &opts).unwrap();
                 let (tokens, tensors) = per_call.qk_tensors(HeadsMut::new(&mut b, view), None).unwrap();
                 per_call.run(tokens, &tensors, &opts).unwrap();

@@ -12,6 +12,8 @@ mod overlap;
 mod slots;
 mod types;
 mod writes;
-pub use types::{Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Slots};
+#[allow(deprecated)]
+pub use types::LayerApply;
+pub use types::{Batch, CacheLayout, Dest, HeadSet, LayerOptions, Qkv, Slots};
 #[doc(hidden)]
 pub use writes::ErasedDest;

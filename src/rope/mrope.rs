@@ -1,6 +1,6 @@
 //! Multimodal RoPE (MRoPE): three position streams (t, h, w) per token.
 
-use super::axes::{self, AxisApply, AxisFreqs};
+use super::axes::{self, AxisFreqs, AxisOptions};
 use super::{CallFreqs, Heads, HeadsMut, Rope, RopeView};
 #[cfg(feature = "alloc")]
 use crate::config::RopeConfig;
@@ -11,7 +11,11 @@ use crate::error::RopeError;
 
 /// Per-call options of [`MRope`]: the three position streams `[t, h, w]` (or a per-token
 /// table) and the direction (56 bytes on 64-bit targets).
-pub type MRopeApply<'a> = AxisApply<'a, 3>;
+pub type MRopeOptions<'a> = AxisOptions<'a, 3>;
+
+/// The old name of [`MRopeOptions`].
+#[deprecated(since = "0.2.0", note = "renamed to `MRopeOptions`")]
+pub type MRopeApply<'a> = MRopeOptions<'a>;
 
 /// Which pairs of the head use which position stream.
 ///
@@ -37,18 +41,18 @@ pub enum MRopeStyle {
 ///
 /// Tensors, layouts, element types, angle modes, directions and the checks on the views
 /// are those of [`Rope`]; the positions come as three streams of one entry per token
-/// ([`MRopeApply::ids`]) or as a per-token cos/sin table ([`MRope::fill_table`],
-/// [`MRopeApply::table`]).
+/// ([`MRopeOptions::ids`]) or as a per-token cos/sin table ([`MRope::fill_table`],
+/// [`MRopeOptions::table`]).
 ///
 /// ```
-/// use rope_kernels::{HeadsMut, MRope, MRopeApply, MRopeStyle, RopeConfig, View};
+/// use rope_kernels::{HeadsMut, MRope, MRopeOptions, MRopeStyle, RopeConfig, View};
 ///
 /// // Qwen2-VL-7B: head_dim 128, theta 1e6, mrope_section [16, 24, 24].
 /// let mrope = MRope::new(RopeConfig::new(128, 1e6), [16, 24, 24], MRopeStyle::Sectioned)?;
 /// // 2 text tokens, then one image token at (t, h, w) = (2, 2, 3).
 /// let (t, h, w) = ([0, 1, 2], [0, 1, 2], [0, 1, 3]);
 /// let mut q = vec![0.5f32; 3 * 28 * 128];
-/// mrope.apply(HeadsMut::new(&mut q, View::bshd(3, 28, 128)), &MRopeApply::ids([&t, &h, &w]))?;
+/// mrope.apply(HeadsMut::new(&mut q, View::bshd(3, 28, 128)), &MRopeOptions::ids([&t, &h, &w]))?;
 /// # Ok::<(), rope_kernels::RopeError>(())
 /// ```
 ///
@@ -139,7 +143,7 @@ impl<'a> MRope<'a> {
 
     /// Fills a per-token cos/sin table: row `n` of `cos`, `sin` is token `n` at
     /// `(position_ids[0][n], position_ids[1][n], position_ids[2][n])`, the values the
-    /// on-the-fly path uses. Pass it with [`MRopeApply::table`]; it serves every layer of a
+    /// on-the-fly path uses. Pass it with [`MRopeOptions::table`]; it serves every layer of a
     /// step.
     ///
     /// # Errors
@@ -172,7 +176,7 @@ impl<'a> MRope<'a> {
     ///
     /// # Errors
     /// See [`MRope::apply_qk_into`].
-    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &MRopeApply<'_>) -> Result<(), RopeError> {
+    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &MRopeOptions<'_>) -> Result<(), RopeError> {
         self.apply_qk(x, None, opts)
     }
 
@@ -184,7 +188,7 @@ impl<'a> MRope<'a> {
         &self,
         q: HeadsMut<'_, T>,
         k: Option<HeadsMut<'_, T>>,
-        opts: &MRopeApply<'_>,
+        opts: &MRopeOptions<'_>,
     ) -> Result<(), RopeError> {
         self.rope.apply_mrope_qk(q, k, self.mrope_section, self.style, opts)
     }
@@ -206,7 +210,7 @@ impl<'a> MRope<'a> {
         q: Heads<'_, T>,
         q_out: HeadsMut<'_, T>,
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
-        opts: &MRopeApply<'_>,
+        opts: &MRopeOptions<'_>,
     ) -> Result<(), RopeError> {
         self.rope.apply_mrope_qk_into(q, q_out, k, self.mrope_section, self.style, opts)
     }
@@ -252,7 +256,7 @@ impl Rope<'_> {
         k: Option<HeadsMut<'_, T>>,
         mrope_section: [usize; 3],
         style: MRopeStyle,
-        opts: &MRopeApply<'_>,
+        opts: &MRopeOptions<'_>,
     ) -> Result<(), RopeError> {
         let seq_len = axes::call_seq_len(&opts.rows);
         let r = self.view();
@@ -272,7 +276,7 @@ impl Rope<'_> {
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
         mrope_section: [usize; 3],
         style: MRopeStyle,
-        opts: &MRopeApply<'_>,
+        opts: &MRopeOptions<'_>,
     ) -> Result<(), RopeError> {
         let seq_len = axes::call_seq_len(&opts.rows);
         let r = self.view();

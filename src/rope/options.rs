@@ -1,4 +1,4 @@
-//! The options of a call ([`Apply`]: positions, cos/sin source, direction) and the strided
+//! The options of a call ([`ApplyOptions`]: positions, cos/sin source, direction) and the strided
 //! tensors it takes ([`Heads`], [`HeadsMut`]).
 
 use crate::cossin::CosSinTable;
@@ -53,7 +53,7 @@ pub enum CosSin<'a> {
 /// Per-call options. `Default`: positions from 0, cos/sin on the fly, forward. `Copy`, 64
 /// bytes on 64-bit targets.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Apply<'a> {
+pub struct ApplyOptions<'a> {
     /// Token positions.
     pub positions: Positions<'a>,
     /// cos/sin source.
@@ -62,15 +62,19 @@ pub struct Apply<'a> {
     pub direction: Direction,
 }
 
-impl<'a> Apply<'a> {
+/// The old name of [`ApplyOptions`].
+#[deprecated(since = "0.2.0", note = "renamed to `ApplyOptions`")]
+pub type Apply<'a> = ApplyOptions<'a>;
+
+impl<'a> ApplyOptions<'a> {
     /// Options with explicit `position_ids`.
     pub fn ids(position_ids: &'a [u32]) -> Self {
-        Apply { positions: Positions::Ids(position_ids), ..Apply::default() }
+        ApplyOptions { positions: Positions::Ids(position_ids), ..ApplyOptions::default() }
     }
 
     /// Options with positions `start..start + tokens`.
     pub fn start(start: u32) -> Self {
-        Apply { positions: Positions::Start(start), ..Apply::default() }
+        ApplyOptions { positions: Positions::Start(start), ..ApplyOptions::default() }
     }
 
     /// Builder: use a cos/sin table.

@@ -26,7 +26,7 @@ use crate::error::{Operand, RopeError};
 use crate::freq::FreqRef;
 use crate::kernels::generic::qknorm::{NormArgs, NormForm, NormRopeArgs};
 use crate::kernels::{RotateArgs, PREFETCH_MIN_BYTES};
-use crate::Apply;
+use crate::ApplyOptions;
 
 /// How a [`QkNorm::Rms`] weight enters the formula.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -187,7 +187,7 @@ impl Rope<'_> {
         q: HeadsMut<'_, T>,
         k: Option<HeadsMut<'_, T>>,
         norm: &QkNorm<'_>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         let r = self.view();
         let has_k = k.is_some();
@@ -212,7 +212,7 @@ impl Rope<'_> {
         q_out: HeadsMut<'_, T>,
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
         norm: &QkNorm<'_>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         let r = self.view();
         let has_k = k.is_some();
@@ -280,7 +280,7 @@ impl RopeView<'_> {
         tokens: usize,
         tensors: &Tensors<T>,
         plans: &[Plan<'_>; 2],
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         let Some(seq_len) = self.check_call(tokens, tensors, opts)? else {
             return Ok(());

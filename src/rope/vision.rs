@@ -1,6 +1,6 @@
 //! 2-D RoPE of vision encoders: two position streams (patch row h, patch column w).
 
-use super::axes::{self, AxisApply, AxisFreqs};
+use super::axes::{self, AxisFreqs, AxisOptions};
 use super::{Heads, HeadsMut, Rope, RopeView};
 #[cfg(feature = "alloc")]
 use crate::config::RopeConfig;
@@ -13,7 +13,11 @@ use crate::freq::ScalingRef;
 
 /// Per-call options of [`VisionRope`]: the two position streams `[h, w]` (or a per-token
 /// table) and the direction (48 bytes on 64-bit targets).
-pub type VisionApply<'a> = AxisApply<'a, 2>;
+pub type VisionOptions<'a> = AxisOptions<'a, 2>;
+
+/// The old name of [`VisionOptions`].
+#[deprecated(since = "0.2.0", note = "renamed to `VisionOptions`")]
+pub type VisionApply<'a> = VisionOptions<'a>;
 
 /// 2-D vision RoPE (Qwen2-VL / Qwen2.5-VL ViT, transformers `Qwen2VLVisionRotaryEmbedding`
 /// with `apply_rotary_pos_emb_vision`; ggml `GGML_ROPE_TYPE_VISION`).
@@ -31,14 +35,14 @@ pub type VisionApply<'a> = AxisApply<'a, 2>;
 /// CLS token, whose rotation transformers masks to the identity.
 ///
 /// ```
-/// use rope_kernels::{vision_position_ids, HeadsMut, RopeConfig, View, VisionApply, VisionRope};
+/// use rope_kernels::{vision_position_ids, HeadsMut, RopeConfig, View, VisionOptions, VisionRope};
 ///
 /// // Qwen2-VL ViT: head_dim 80, theta 1e4; a 4x6 patch grid, 2x2 merge blocks.
 /// let vit = VisionRope::new(RopeConfig::new(80, 1e4))?;
 /// let (mut h, mut w) = ([0u32; 24], [0u32; 24]);
 /// assert_eq!(vision_position_ids([1, 4, 6], 2, &mut h, &mut w)?, 24);
 /// let mut q = vec![0.5f32; 24 * 16 * 80];
-/// vit.apply(HeadsMut::new(&mut q, View::bshd(24, 16, 80)), &VisionApply::ids([&h, &w]))?;
+/// vit.apply(HeadsMut::new(&mut q, View::bshd(24, 16, 80)), &VisionOptions::ids([&h, &w]))?;
 /// # Ok::<(), rope_kernels::RopeError>(())
 /// ```
 ///
@@ -145,7 +149,7 @@ impl<'a> VisionRope<'a> {
     }
 
     /// Fills a per-token cos/sin table: row `n` is patch `n` at `(position_ids[0][n],
-    /// position_ids[1][n])` = `(h, w)`. Pass it with [`VisionApply::table`]: one table
+    /// position_ids[1][n])` = `(h, w)`. Pass it with [`VisionOptions::table`]: one table
     /// serves every layer of the encoder.
     ///
     /// # Errors
@@ -175,7 +179,7 @@ impl<'a> VisionRope<'a> {
     ///
     /// # Errors
     /// See [`MRope::apply_qk_into`](crate::MRope::apply_qk_into) (two streams, h then w).
-    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &VisionApply<'_>) -> Result<(), RopeError> {
+    pub fn apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &VisionOptions<'_>) -> Result<(), RopeError> {
         self.apply_qk(x, None, opts)
     }
 
@@ -187,7 +191,7 @@ impl<'a> VisionRope<'a> {
         &self,
         q: HeadsMut<'_, T>,
         k: Option<HeadsMut<'_, T>>,
-        opts: &VisionApply<'_>,
+        opts: &VisionOptions<'_>,
     ) -> Result<(), RopeError> {
         self.rope.apply_vision_qk(q, k, opts)
     }
@@ -201,7 +205,7 @@ impl<'a> VisionRope<'a> {
         q: Heads<'_, T>,
         q_out: HeadsMut<'_, T>,
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
-        opts: &VisionApply<'_>,
+        opts: &VisionOptions<'_>,
     ) -> Result<(), RopeError> {
         self.rope.apply_vision_qk_into(q, q_out, k, opts)
     }
@@ -303,7 +307,7 @@ impl Rope<'_> {
         &self,
         q: HeadsMut<'_, T>,
         k: Option<HeadsMut<'_, T>>,
-        opts: &VisionApply<'_>,
+        opts: &VisionOptions<'_>,
     ) -> Result<(), RopeError> {
         let r = self.view();
         let axes = r.vision_axes()?;
@@ -320,7 +324,7 @@ impl Rope<'_> {
         q: Heads<'_, T>,
         q_out: HeadsMut<'_, T>,
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
-        opts: &VisionApply<'_>,
+        opts: &VisionOptions<'_>,
     ) -> Result<(), RopeError> {
         let r = self.view();
         let axes = r.vision_axes()?;

@@ -4,8 +4,8 @@
 
 use core::ops::Range;
 
-use super::{Apply, CosSin, Direction, Heads, HeadsMut, Positions, RopeView};
-use crate::config::{AngleMode, Layout, MAX_PAIRS};
+use super::{ApplyOptions, CosSin, Direction, Heads, HeadsMut, Positions, RopeView};
+use crate::config::{AngleMode, PairLayout, MAX_PAIRS};
 use crate::cossin::{fill_row, CosSinTable};
 use crate::element::Element;
 use crate::error::{Operand, RopeError};
@@ -22,7 +22,7 @@ impl<'r> RopeView<'r> {
         &self,
         tokens: usize,
         tensors: &Tensors<T>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         let Some(seq_len) = self.check_call(tokens, tensors, opts)? else {
             return Ok(());
@@ -180,7 +180,7 @@ impl<'r> RopeView<'r> {
         &self,
         tokens: usize,
         tensors: &Tensors<T>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<Option<u64>, RopeError> {
         let max_pos = max_position(opts.positions, tokens)?;
         check_table(self.pairs(), opts.cos_sin, max_pos)?;
@@ -193,7 +193,7 @@ impl<'r> RopeView<'r> {
 
     /// The per-token settings of a call of `tokens` tokens with options `opts`.
     #[inline]
-    pub(super) fn token_params<'o>(&self, opts: &Apply<'o>, tokens: usize) -> TokenParams<'o> {
+    pub(super) fn token_params<'o>(&self, opts: &ApplyOptions<'o>, tokens: usize) -> TokenParams<'o> {
         TokenParams {
             call_tokens: tokens,
             positions: opts.positions,
@@ -387,8 +387,9 @@ impl<T> Tensor<T> {
 
     /// Whether [`rotate_head_major`] walks this tensor head by head: head-major, and
     /// `HalfSplit` or out of place (`Interleaved` in place measured slower head by head).
-    pub(super) fn walks_head_major(&self, layout: Layout) -> bool {
-        self.head_major() && (layout == Layout::HalfSplit || !core::ptr::eq(self.src, self.dst.cast_const()))
+    pub(super) fn walks_head_major(&self, layout: PairLayout) -> bool {
+        self.head_major()
+            && (layout == PairLayout::HalfSplit || !core::ptr::eq(self.src, self.dst.cast_const()))
     }
 
     #[inline(always)]
@@ -416,7 +417,7 @@ pub(super) struct TokenParams<'a> {
     pub(super) positions: Positions<'a>,
     pub(super) cos_sin: CosSin<'a>,
     pub(super) kernels: &'static Kernels,
-    pub(super) layout: Layout,
+    pub(super) layout: PairLayout,
     pub(super) mode: AngleMode,
     pub(super) inverse: bool,
     pub(super) head_dim: usize,

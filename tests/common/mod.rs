@@ -9,7 +9,7 @@
 pub mod support;
 
 use rand::RngExt;
-use rope_kernels::{bf16, f16, Element, Layout, Rope, View};
+use rope_kernels::{bf16, f16, Element, PairLayout, Rope, View};
 
 pub use support::elem::{bits, TestElem};
 pub use support::rng::{rng, TestRng};
@@ -59,11 +59,11 @@ pub fn random_position(rng: &mut TestRng) -> u32 {
 
 /// The members of each rotated pair, written out from the layout definitions (independent
 /// of the crate's own `pair_index`).
-pub fn pairs(layout: Layout, rotary_dim: usize) -> Vec<(usize, usize)> {
+pub fn pairs(layout: PairLayout, rotary_dim: usize) -> Vec<(usize, usize)> {
     let n = rotary_dim / 2;
     match layout {
-        Layout::HalfSplit => (0..n).map(|i| (i, i + n)).collect(),
-        Layout::Interleaved => (0..n).map(|i| (2 * i, 2 * i + 1)).collect(),
+        PairLayout::HalfSplit => (0..n).map(|i| (i, i + n)).collect(),
+        PairLayout::Interleaved => (0..n).map(|i| (2 * i, 2 * i + 1)).collect(),
     }
 }
 

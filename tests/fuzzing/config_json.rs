@@ -19,7 +19,7 @@
 //! [`value`].
 
 use rope_kernels::hf_config::ModelConfig;
-use rope_kernels::{Apply, HeadsMut, MRopeApply, Rope, Scaling, View, VisionApply};
+use rope_kernels::{ApplyOptions, HeadsMut, MRopeOptions, Rope, Scaling, View, VisionOptions};
 use serde_json::{json, Map, Value};
 
 use super::input::Input;
@@ -320,9 +320,9 @@ pub fn check(bytes: &[u8]) -> bool {
     let (q0, k0) = (x(q_heads), x(kv_heads));
     let (mut q, mut k) = (q0.clone(), k0.clone());
     let res = rope.apply_qk(
-        HeadsMut::new(&mut q, View::bshd(tokens, q_heads, hd)),
-        Some(HeadsMut::new(&mut k, View::bhsd(tokens, kv_heads, hd))),
-        &Apply::ids(&positions),
+        HeadsMut::new(&mut q, View::token_major(tokens, q_heads, hd)),
+        Some(HeadsMut::new(&mut k, View::head_major(tokens, kv_heads, hd))),
+        &ApplyOptions::ids(&positions),
     );
     assert_eq!(res, Ok(()), "apply_qk at positions {positions:?}\n{}", ctx());
     // Finite output for inputs |x| <= 3/4 unless the attention factor makes cos/sin huge.
@@ -347,8 +347,10 @@ fn wired_operations(m: &ModelConfig, positions: &[u32], ctx: &dyn Fn() -> String
     match m.mrope_rope() {
         Ok(Some(mr)) => {
             let mut y = vec![0.25f32; tokens * m.head_dim];
-            let r =
-                mr.apply(HeadsMut::new(&mut y, View::bshd(tokens, 1, m.head_dim)), &MRopeApply::ids(streams));
+            let r = mr.apply(
+                HeadsMut::new(&mut y, View::token_major(tokens, 1, m.head_dim)),
+                &MRopeOptions::ids(streams),
+            );
             assert_eq!(r, Ok(()), "MRoPE\n{}", ctx());
         }
         Ok(None) => assert!(m.mrope.is_none(), "{}", ctx()),
@@ -360,8 +362,10 @@ fn wired_operations(m: &ModelConfig, positions: &[u32], ctx: &dyn Fn() -> String
             let (mut a, mut b) = ([0u32; 3], [0u32; 3]);
             spec.fill_position_ids(&rows, &cols, &mut a, &mut b).unwrap();
             let mut y = vec![0.25f32; 3 * spec.head_dim];
-            let r = vit
-                .apply(HeadsMut::new(&mut y, View::bshd(3, 1, spec.head_dim)), &VisionApply::ids([&a, &b]));
+            let r = vit.apply(
+                HeadsMut::new(&mut y, View::token_major(3, 1, spec.head_dim)),
+                &VisionOptions::ids([&a, &b]),
+            );
             assert_eq!(r, Ok(()), "vision RoPE\n{}", ctx());
         }
         (Ok(None), None) => {}
@@ -381,10 +385,10 @@ fn wired_operations(m: &ModelConfig, positions: &[u32], ctx: &dyn Fn() -> String
                 let norm = spec.with_weights(weights).unwrap();
                 let mut y = vec![0.25f32; tokens * m.head_dim];
                 let r = rope.apply_qk_norm(
-                    HeadsMut::new(&mut y, View::bshd(tokens, 1, m.head_dim)),
+                    HeadsMut::new(&mut y, View::token_major(tokens, 1, m.head_dim)),
                     None,
                     &norm,
-                    &Apply::ids(positions),
+                    &ApplyOptions::ids(positions),
                 );
                 assert_eq!(r, Ok(()), "fused qk norm\n{}", ctx());
             }

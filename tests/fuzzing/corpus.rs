@@ -5,7 +5,7 @@
 //! and rewrites them when run with `UPDATE_FUZZ_CORPUS=1`.
 
 use rope_kernels::hf_config::ModelConfig;
-use rope_kernels::{Layout, Scaling};
+use rope_kernels::{PairLayout, Scaling};
 
 use super::capi;
 use super::config_json::{all_configs, CONFIGS};
@@ -54,26 +54,26 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
 
 /// `(file, head_dim, rotary_dim, layout, theta index, scaling, p1, p2, p3, orig)` for each
 /// real config: the diff target's palette entries closest to the real parameters.
-type RealShape = (&'static str, usize, usize, Layout, u8, u8, u8, u8, u8, u16);
+type RealShape = (&'static str, usize, usize, PairLayout, u8, u8, u8, u8, u8, u16);
 const REAL: [RealShape; 10] = [
     // YaRN factor 40, mscale 1 / mscale_all_dim 0.707 (DeepSeek-V2-Lite: 0.707 / 0.707).
-    ("deepseek-v2-lite", 64, 64, Layout::Interleaved, 0, 4, 15, 0, 0x42, 4096),
-    ("gpt-j-6b", 256, 64, Layout::Interleaved, 0, 0, 0, 0, 0, 2048),
-    ("gpt-neox-20b", 96, 24, Layout::HalfSplit, 0, 0, 0, 0, 0, 2048),
+    ("deepseek-v2-lite", 64, 64, PairLayout::Interleaved, 0, 4, 15, 0, 0x42, 4096),
+    ("gpt-j-6b", 256, 64, PairLayout::Interleaved, 0, 0, 0, 0, 0, 2048),
+    ("gpt-neox-20b", 96, 24, PairLayout::HalfSplit, 0, 0, 0, 0, 0, 2048),
     // YaRN factor 32, no truncation.
-    ("gpt-oss-20b", 64, 64, Layout::HalfSplit, 3, 4, 5, 0, 1, 4096),
-    ("llama-2-7b", 128, 128, Layout::HalfSplit, 0, 0, 0, 0, 0, 4096),
+    ("gpt-oss-20b", 64, 64, PairLayout::HalfSplit, 3, 4, 5, 0, 1, 4096),
+    ("llama-2-7b", 128, 128, PairLayout::HalfSplit, 0, 0, 0, 0, 0, 4096),
     // Llama 3: factor 8, low 1, high 4, original 8192.
-    ("llama-3.1-8b", 128, 128, Layout::HalfSplit, 1, 5, 3, 0, 0, 8192),
-    ("mistral-7b-v0.1", 128, 128, Layout::HalfSplit, 0, 0, 0, 0, 0, 32768),
-    ("phi-2", 80, 32, Layout::HalfSplit, 0, 0, 0, 0, 0, 2048),
+    ("llama-3.1-8b", 128, 128, PairLayout::HalfSplit, 1, 5, 3, 0, 0, 8192),
+    ("mistral-7b-v0.1", 128, 128, PairLayout::HalfSplit, 0, 0, 0, 0, 0, 32768),
+    ("phi-2", 80, 32, PairLayout::HalfSplit, 0, 0, 0, 0, 0, 2048),
     // LongRoPE, factor 32, original 4096.
-    ("phi-3-128k-su", 96, 96, Layout::HalfSplit, 0, 6, 3, 6, 5, 4096),
+    ("phi-3-128k-su", 96, 96, PairLayout::HalfSplit, 0, 6, 3, 6, 5, 4096),
     // YaRN factor 4, original 32768.
-    ("qwen2.5-7b-instruct-yarn", 128, 128, Layout::HalfSplit, 2, 4, 2, 0, 0, 32768),
+    ("qwen2.5-7b-instruct-yarn", 128, 128, PairLayout::HalfSplit, 2, 4, 2, 0, 0, 32768),
 ];
 
-fn spec(hd: usize, rd: usize, layout: Layout) -> ConfigSpec {
+fn spec(hd: usize, rd: usize, layout: PairLayout) -> ConfigSpec {
     ConfigSpec::new(hd, rd, layout, 0)
 }
 
@@ -99,7 +99,7 @@ pub fn diff_cases() -> Vec<(String, DiffCase)> {
 
     // Tails: rotary_dim / 2 of 1, 3, 5, 9, 17 (and 33), both layouts, partial and full.
     for (pairs, hd) in [(1usize, 2usize), (3, 8), (5, 10), (9, 21), (17, 34), (33, 70)] {
-        for layout in [Layout::HalfSplit, Layout::Interleaved] {
+        for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
             let mut c = DiffCase::simple(spec(hd, 2 * pairs, layout), 4, 3, Some(1), 7);
             c.inverse = pairs % 2 == 1;
             v.push((format!("tail{pairs}_hd{hd}_{layout:?}"), c));
@@ -115,7 +115,7 @@ pub fn diff_cases() -> Vec<(String, DiffCase)> {
     ];
     for (i, (in_name, vin)) in views.iter().enumerate() {
         for (out_name, vout) in views.iter().skip(i) {
-            for layout in [Layout::HalfSplit, Layout::Interleaved] {
+            for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
                 let mut c = DiffCase::simple(spec(20, 12, layout), 5, 3, None, 0);
                 c.q = *vin;
                 c.q_out = *vout;
@@ -134,7 +134,7 @@ pub fn diff_cases() -> Vec<(String, DiffCase)> {
     // The head-major walk of BHSD tensors (issue 18): partial HalfSplit, a cache,
     // consecutive positions, more tokens than a block (64); in place and BHSD into BSHD.
     for out in [false, true] {
-        let mut c = DiffCase::simple(spec(20, 12, Layout::HalfSplit), 70, 3, Some(1), 5);
+        let mut c = DiffCase::simple(spec(20, 12, PairLayout::HalfSplit), 70, 3, Some(1), 5);
         c.q = TensorSpec::BHSD;
         c.source = SourceSpec { sel: 2, rows: 0, base: 0 };
         c.out_of_place = out;
@@ -144,7 +144,7 @@ pub fn diff_cases() -> Vec<(String, DiffCase)> {
     }
 
     // Fused QKV rows: q with 3 other heads per token, k with 3; GQA 4 q / 2 kv.
-    let mut f = DiffCase::simple(spec(16, 8, Layout::HalfSplit), 6, 4, Some(2), 100);
+    let mut f = DiffCase::simple(spec(16, 8, PairLayout::HalfSplit), 6, 4, Some(2), 100);
     f.q = TensorSpec::fused(3);
     f.k_spec = TensorSpec::fused(3);
     v.push(("fused_qkv_in_place".into(), f.clone()));
@@ -152,7 +152,7 @@ pub fn diff_cases() -> Vec<(String, DiffCase)> {
     v.push(("fused_qkv_out_of_place".into(), f));
 
     // Cos/sin sources: fill_table from a large base, a cache, caller values with specials.
-    let base = spec(40, 32, Layout::Interleaved);
+    let base = spec(40, 32, PairLayout::Interleaved);
     for (name, sel, b) in [("fill_table", 1u8, 1u32 << 30), ("cache", 2, 0), ("caller_values", 3, 0)] {
         let mut c = DiffCase::simple(base.clone(), 7, 3, Some(2), 0);
         c.positions = PosSpec::Ids {
@@ -165,7 +165,7 @@ pub fn diff_cases() -> Vec<(String, DiffCase)> {
     }
 
     // Positions: the last one is u32::MAX; shuffled and repeated ids.
-    let mut s = DiffCase::simple(spec(24, 16, Layout::HalfSplit), 8, 2, Some(1), 0);
+    let mut s = DiffCase::simple(spec(24, 16, PairLayout::HalfSplit), 8, 2, Some(1), 0);
     s.positions = PosSpec::Start { sel: 4, raw: 0 };
     v.push(("start_ends_at_u32_max".into(), s.clone()));
     s.positions = PosSpec::Ids {
@@ -175,7 +175,7 @@ pub fn diff_cases() -> Vec<(String, DiffCase)> {
     v.push(("ids_shuffled_repeated".into(), s));
 
     // Special values in most elements; bits given verbatim (f32: NaN, inf, subnormal, max).
-    let mut sp = DiffCase::simple(spec(12, 8, Layout::Interleaved), 2, 2, None, 3);
+    let mut sp = DiffCase::simple(spec(12, 8, PairLayout::Interleaved), 2, 2, None, 3);
     sp.specials = 200;
     v.push(("special_values".into(), sp.clone()));
     sp.specials = 0;
@@ -186,11 +186,11 @@ pub fn diff_cases() -> Vec<(String, DiffCase)> {
     v.push(("verbatim_bits".into(), sp));
 
     // Empty calls: zero tokens, zero heads.
-    v.push(("zero_tokens".into(), DiffCase::simple(spec(8, 8, Layout::HalfSplit), 0, 2, Some(1), 9)));
-    v.push(("zero_heads".into(), DiffCase::simple(spec(8, 8, Layout::HalfSplit), 3, 0, Some(0), 9)));
+    v.push(("zero_tokens".into(), DiffCase::simple(spec(8, 8, PairLayout::HalfSplit), 0, 2, Some(1), 9)));
+    v.push(("zero_heads".into(), DiffCase::simple(spec(8, 8, PairLayout::HalfSplit), 3, 0, Some(0), 9)));
 
     // The error path: every buffer must stay unchanged.
-    let e = DiffCase::simple(spec(8, 6, Layout::Interleaved), 3, 4, Some(2), 0);
+    let e = DiffCase::simple(spec(8, 6, PairLayout::Interleaved), 3, 4, Some(2), 0);
     let mut short = e.clone();
     short.q.len = 250; // one element short
     v.push(("error_buffer_too_short".into(), short));
@@ -226,7 +226,7 @@ pub fn frequency_seeds() -> Vec<(String, Vec<u8>)> {
     for (name, text) in CONFIGS {
         let m = ModelConfig::from_json_str(text).expect("shipped config");
         let r = &m.rope;
-        let interleaved = r.layout == Layout::Interleaved;
+        let interleaved = r.layout == PairLayout::Interleaved;
         let method = |s: &Scaling| match s {
             Scaling::None => 0,
             Scaling::Linear { .. } => 1,

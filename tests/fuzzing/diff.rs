@@ -25,7 +25,9 @@
 use std::fmt::Write as _;
 
 use rope_kernels::dispatch::{self, Tier};
-use rope_kernels::{Apply, CosSinTable, Heads, HeadsMut, Layout, QkNorm, Rope, RopeConfig, RopeError, View};
+use rope_kernels::{
+    ApplyOptions, CosSinTable, Heads, HeadsMut, PairLayout, QkNorm, Rope, RopeConfig, RopeError, View,
+};
 
 use super::elem::TestElem as FuzzElem;
 use super::input::SplitMix;
@@ -257,8 +259,8 @@ pub fn check<T: FuzzElem>(case: &DiffCase) -> Outcome {
     let entry =
         |rope: &Rope, bufs: &mut [Option<Buf<T>>; 4], cos: &[f32], sin: &[f32]| -> Result<(), RopeError> {
             let mut opts = match &ids {
-                Some(v) => Apply::ids(v),
-                None => Apply::start(start),
+                Some(v) => ApplyOptions::ids(v),
+                None => ApplyOptions::start(start),
             };
             if inverse.get() {
                 opts = opts.inverse();
@@ -366,8 +368,8 @@ pub fn check<T: FuzzElem>(case: &DiffCase) -> Outcome {
     // scalar result equals the norm pass and the RoPE pass run one after the other.
     let fused = |rope: &Rope, bufs: &mut [Option<Buf<T>>; 4], norm: &QkNorm<'_>| -> Result<(), RopeError> {
         let mut opts = match &ids {
-            Some(v) => Apply::ids(v),
-            None => Apply::start(start),
+            Some(v) => ApplyOptions::ids(v),
+            None => ApplyOptions::start(start),
         };
         if case.inverse {
             opts = opts.inverse();
@@ -500,7 +502,7 @@ pub fn check<T: FuzzElem>(case: &DiffCase) -> Outcome {
         }
     };
     let pair_members: Vec<(usize, usize)> = (0..pairs)
-        .map(|i| if cfg.layout == Layout::Interleaved { (2 * i, 2 * i + 1) } else { (i, i + pairs) })
+        .map(|i| if cfg.layout == PairLayout::Interleaved { (2 * i, 2 * i + 1) } else { (i, i + pairs) })
         .collect();
 
     // Rows of each (source, destination) tensor: (input index, output index).

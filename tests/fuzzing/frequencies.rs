@@ -16,8 +16,8 @@
 //!   or gives finite rows.
 
 use rope_kernels::{
-    AngleMode, Apply, Frequencies, HeadsMut, Layout, LongRopeParams, Rope, RopeConfig, RopeError, Scaling,
-    View, YarnParams, MAX_PAIRS,
+    AngleMode, ApplyOptions, Frequencies, HeadsMut, LongRopeParams, PairLayout, Rope, RopeConfig, RopeError,
+    Scaling, View, YarnParams, MAX_PAIRS,
 };
 
 use super::input::{Input, Seed};
@@ -122,7 +122,7 @@ pub fn read(bytes: &[u8]) -> FreqCase {
         2 * (1 + usize::from(rd_raw) % (head_dim / 2).max(1))
     };
     let pairs = rotary_dim / 2;
-    let layout = if r.bool() { Layout::Interleaved } else { Layout::HalfSplit };
+    let layout = if r.bool() { PairLayout::Interleaved } else { PairLayout::HalfSplit };
     let angle_mode = if r.bool() { AngleMode::HfCompatible } else { AngleMode::Exact };
     let theta = f64_of(&mut r);
     let method = r.u8() % 9;
@@ -253,7 +253,7 @@ fn check_rope(rope: &Rope, positions: &[u32], what: &str) {
             continue;
         }
         let mut x: Vec<f32> = (0..hd).map(|i| 0.25 * ((i % 7) as f32 / 7.0 - 0.5)).collect();
-        match rope.apply(HeadsMut::new(&mut x, View::bshd(1, 1, hd)), &Apply::start(p)) {
+        match rope.apply(HeadsMut::new(&mut x, View::token_major(1, 1, hd)), &ApplyOptions::start(p)) {
             Ok(()) => assert!(
                 x.iter().all(|v| v.is_finite()),
                 "{what}: rotation at position {p} gave {:?}: {cfg:?}",

@@ -17,8 +17,8 @@
 
 use rope_kernels::dispatch::{self, Tier};
 use rope_kernels::{
-    AngleMode, AxisApply, CosSinTable, Heads, HeadsMut, Layout, MRope, MRopeIndex, MRopeStyle, RopeConfig,
-    RopeError, View, VisionRope,
+    AngleMode, AxisOptions, CosSinTable, Heads, HeadsMut, MRope, MRopeIndex, MRopeStyle, PairLayout,
+    RopeConfig, RopeError, View, VisionRope,
 };
 
 use super::diff::{random_elem, Outcome};
@@ -100,7 +100,7 @@ fn build(c: &MRopeCase, tier: Tier) -> Result<Op, RopeError> {
     let rd = 2 * pairs;
     let config = RopeConfig::new(rd + usize::from(c.extra_dims % 4), 10_000.0)
         .with_rotary_dim(rd)
-        .with_layout(if c.interleaved_layout { Layout::Interleaved } else { Layout::HalfSplit })
+        .with_layout(if c.interleaved_layout { PairLayout::Interleaved } else { PairLayout::HalfSplit })
         .with_angle_mode(if c.hf { AngleMode::HfCompatible } else { AngleMode::Exact });
     if c.op % 3 == 2 {
         return Ok(Op::V(Box::new(VisionRope::new(config)?.with_tier(tier)?)));
@@ -164,7 +164,7 @@ pub fn check<T: TestElem>(bytes: &[u8]) -> Outcome {
     let n = (tokens as isize + delta).max(0) as usize;
     ids[last].resize(n, 7);
     // Tensors: q (and k) BSHD in padded buffers, outputs likewise.
-    let view = |heads| View::bshd(tokens, heads, hd);
+    let view = |heads| View::token_major(tokens, heads, hd);
     let padded =
         |rng: &mut SplitMix, len: usize| -> Vec<T> { padded_with(len, || random_elem(rng, c.specials)) };
     let mut bufs = vec![padded(&mut rng, tokens * qh * hd), padded(&mut rng, tokens * kh * hd)];
@@ -250,8 +250,8 @@ fn call<T: TestElem>(
         ids: [&'a [u32]; N],
         t: Option<CosSinTable<'a>>,
         inv: bool,
-    ) -> AxisApply<'a, N> {
-        let o = t.map_or(AxisApply::ids(ids), AxisApply::table);
+    ) -> AxisOptions<'a, N> {
+        let o = t.map_or(AxisOptions::ids(ids), AxisOptions::table);
         if inv {
             o.inverse()
         } else {

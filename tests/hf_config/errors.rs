@@ -48,9 +48,9 @@ fn minimal_config_and_spellings() {
     assert_eq!(m.rope.scaling, Scaling::Proportional { factor: 1.0, partial_rotary_factor: 0.25 });
     // DeepSeek-V3 interleaves unless told otherwise.
     let v3 = r#"{"model_type": "deepseek_v3", "num_attention_heads": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128"#;
-    assert_eq!(ModelConfig::from_json_str(&format!("{v3}}}")).unwrap().rope.layout, Layout::Interleaved);
+    assert_eq!(ModelConfig::from_json_str(&format!("{v3}}}")).unwrap().rope.layout, PairLayout::Interleaved);
     let flat = format!("{v3}, \"rope_interleave\": false}}");
-    assert_eq!(ModelConfig::from_json_str(&flat).unwrap().rope.layout, Layout::HalfSplit);
+    assert_eq!(ModelConfig::from_json_str(&flat).unwrap().rope.layout, PairLayout::HalfSplit);
 }
 
 #[test]

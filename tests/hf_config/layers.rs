@@ -87,7 +87,7 @@ fn llama4_text() {
         ["llama-4-scout-17b-16e-instruct-published.json", "llama-4-scout-17b-16e-instruct-resaved.json"]
     {
         let m = load(file);
-        assert_eq!(m.rope.layout, Layout::Interleaved, "{file}");
+        assert_eq!(m.rope.layout, PairLayout::Interleaved, "{file}");
         assert_eq!(
             m.rope.scaling,
             Scaling::Llama3 {

@@ -93,7 +93,7 @@ fn mrope_errors_name_the_field() {
 #[test]
 fn vision_rope() {
     let v = load("qwen2-vl-7b-instruct-published.json").vision.unwrap();
-    assert_eq!((v.head_dim, v.num_heads, v.theta, v.layout), (80, 16, 1e4, Layout::HalfSplit));
+    assert_eq!((v.head_dim, v.num_heads, v.theta, v.layout), (80, 16, 1e4, PairLayout::HalfSplit));
     assert_eq!(
         (v.axes, v.position_offset, v.spatial_merge_size),
         ([VisionAxis::Row, VisionAxis::Col], 0, Some(2))
@@ -106,7 +106,7 @@ fn vision_rope() {
     let v = load("llama-4-scout-17b-16e-instruct-resaved.json").vision.unwrap();
     assert_eq!(
         (v.head_dim, v.layout, v.axes, v.position_offset),
-        (88, Layout::Interleaved, [VisionAxis::Col, VisionAxis::Row], 1)
+        (88, PairLayout::Interleaved, [VisionAxis::Col, VisionAxis::Row], 1)
     );
     assert_eq!(v.grid_size, Some(24));
     // SigLIP (Gemma 3) has learned positions: no vision RoPE, no warning.
@@ -338,7 +338,7 @@ fn llama4_reference(idx: i64) -> Vec<(i64, i64, bool)> {
 #[test]
 fn llama4_vision_positions() {
     use rope_kernels::hf_config::llama4_vision_position_ids;
-    use rope_kernels::{HeadsMut, View, VisionApply};
+    use rope_kernels::{HeadsMut, View, VisionOptions};
 
     // By hand for idx = 2: img_idx [0, 1, 2, 3, -2]; x = img_idx % 2 + 1 = [1, 2, 1, 2, (1)],
     // y = img_idx // 2 + 1 = [1, 1, 2, 2, (0)]; the class token's angles are masked to 0.
@@ -395,7 +395,7 @@ fn llama4_vision_positions() {
     let vit = m.vision_rope().unwrap().unwrap();
     let input: Vec<f32> = (0..n * heads * d).map(|i| ((i % 97) as f32 - 48.0) / 50.0).collect();
     let mut q = input.clone();
-    vit.apply(HeadsMut::new(&mut q, View::bshd(n, heads, d)), &VisionApply::ids([&x, &y])).unwrap();
+    vit.apply(HeadsMut::new(&mut q, View::token_major(n, heads, d)), &VisionOptions::ids([&x, &y])).unwrap();
     let quarter = d / 4;
     for (token, (rx, ry, masked)) in llama4_reference(idx as i64).into_iter().enumerate() {
         for head in [0, heads - 1] {

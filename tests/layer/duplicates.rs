@@ -99,7 +99,7 @@ fn duplicate_slots_match_brute_force() {
                 Dest::<f32>::Skip,
                 Dest::Cache { data: &mut cache, layout, slots },
                 Dest::<f32>::Skip,
-                &LayerApply::batch(batch),
+                &LayerOptions::batch(batch),
             );
             assert_eq!(got, want, "case {case}: {batch:?} {slots:?} block_size {bs}");
         }
@@ -127,7 +127,7 @@ fn duplicate_slots_past_the_stack_scratch() {
             Dest::<f32>::Skip,
             Dest::Cache { data: &mut cache, layout, slots: Slots::Mapping(&mapping) },
             Dest::<f32>::Skip,
-            &LayerApply::default(),
+            &LayerOptions::default(),
         );
         let want = dup.map_or(Ok(()), |(t, from)| {
             Err(RopeError::DuplicateSlot { operand: Operand::KOut, token: t, slot: mapping[from] as usize })

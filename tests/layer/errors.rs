@@ -44,7 +44,7 @@ fn layer(
     q_view: View,
     (k_layout, k_slots): (CacheLayout, Slots<'_>),
     (v_layout, v_slots): (CacheLayout, Slots<'_>),
-    opts: &LayerApply<'_>,
+    opts: &LayerOptions<'_>,
 ) -> Result<(), RopeError> {
     rope.apply_layer(
         Qkv::new(&mut b.qkv, TOKENS, sets),
@@ -56,7 +56,7 @@ fn layer(
 }
 
 pub(super) const SETS: [HeadSet; 3] = HeadSet::qkv_rows(4, 2, HD);
-pub(super) const QV: View = View::bshd(TOKENS, 4, HD);
+pub(super) const QV: View = View::token_major(TOKENS, 4, HD);
 const KL: CacheLayout = CacheLayout::nhd(4, 4, 2, HD);
 const VL: CacheLayout = CacheLayout::nhd(4, 4, 2, HD / 32);
 const MAP: [i64; 3] = [5, 2, 9];
@@ -65,7 +65,7 @@ const MAP: [i64; 3] = [5, 2, 9];
 fn a_good_call_writes() {
     let rope = Rope::new(RopeConfig::new(HD, 10_000.0)).unwrap();
     let mut b = bufs();
-    let opts = LayerApply::default();
+    let opts = LayerOptions::default();
     layer(&rope, &mut b, SETS, QV, (KL, Slots::Mapping(&MAP)), (VL, Slots::Mapping(&MAP)), &opts).unwrap();
     assert_ne!(keys(&b.k), keys(&bufs().k));
 }
@@ -74,7 +74,7 @@ fn a_good_call_writes() {
 fn errors_write_nothing() {
     let m = || (KL, Slots::Mapping(&MAP));
     let mv = || (VL, Slots::Mapping(&MAP));
-    let d = LayerApply::default();
+    let d = LayerOptions::default();
     // 1. Sets against the buffer.
     let mut sets = SETS;
     sets[2].offset += 1;
@@ -100,7 +100,7 @@ fn errors_write_nothing() {
     });
     let mut sets = SETS;
     sets[0].heads = 5;
-    let qv5 = View::bshd(TOKENS, 5, HD);
+    let qv5 = View::token_major(TOKENS, 5, HD);
     expect_err(RopeError::OverlappingHeadSets { a: Operand::Q, b: Operand::K }, |r, b| {
         layer(r, b, sets, qv5, m(), mv(), &d)
     });
@@ -124,16 +124,16 @@ fn errors_write_nothing() {
             &d,
         )
     });
-    let qv_short = View::bshd(TOKENS, 4, HD + 1);
+    let qv_short = View::token_major(TOKENS, 4, HD + 1);
     expect_err(
         RopeError::BufferTooShort { operand: Operand::QOut, needed: 3 * 4 * 65 - 1, len: 3 * 4 * 64 },
         |r, b| layer(r, b, SETS, qv_short, m(), mv(), &d),
     );
     expect_err(RopeError::ShapeMismatch { operand: Operand::QOut }, |r, b| {
-        layer(r, b, SETS, View::bshd(2, 4, HD), m(), mv(), &d)
+        layer(r, b, SETS, View::token_major(2, 4, HD), m(), mv(), &d)
     });
     expect_err(RopeError::ShapeMismatch { operand: Operand::QOut }, |r, b| {
-        layer(r, b, SETS, View::bshd(3, 3, HD), m(), mv(), &d)
+        layer(r, b, SETS, View::token_major(3, 3, HD), m(), mv(), &d)
     });
     let big = CacheLayout::nhd(5, 4, 2, HD);
     expect_err(
@@ -153,21 +153,21 @@ fn errors_write_nothing() {
         (&[0, 2][..], "indptr does not end at the call's token count"),
     ] {
         let start = vec![0; indptr.len().saturating_sub(1)];
-        let o = LayerApply::batch(Batch::Ragged { indptr, start: &start });
+        let o = LayerOptions::batch(Batch::Ragged { indptr, start: &start });
         expect_err(RopeError::InvalidIndptr { reason }, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
     }
-    let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[0] });
+    let o = LayerOptions::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[0] });
     expect_err(
         RopeError::InvalidIndptr { reason: "start has other than indptr.len() - 1 entries" },
         |r, b| layer(r, b, SETS, QV, m(), mv(), &o),
     );
-    let o = LayerApply::batch(Batch::RaggedIds { indptr: &[0, 1, 3], position_ids: &[0, 1] });
+    let o = LayerOptions::batch(Batch::RaggedIds { indptr: &[0, 1, 3], position_ids: &[0, 1] });
     expect_err(RopeError::PositionCountMismatch { tokens: 3, positions: 2 }, |r, b| {
         layer(r, b, SETS, QV, m(), mv(), &o)
     });
-    let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[0, u32::MAX] });
+    let o = LayerOptions::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[0, u32::MAX] });
     expect_err(RopeError::PositionOverflow, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
-    let o = LayerApply::batch(Batch::Single(Positions::Start(u32::MAX - 1)));
+    let o = LayerOptions::batch(Batch::Single(Positions::Start(u32::MAX - 1)));
     expect_err(RopeError::PositionOverflow, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
     // 5. Slots.
     expect_err(RopeError::SlotMappingLength { operand: Operand::KOut, tokens: 3, len: 2 }, |r, b| {
@@ -190,14 +190,14 @@ fn errors_write_nothing() {
     // Skipped tokens never collide.
     let rope = Rope::new(RopeConfig::new(HD, 10_000.0)).unwrap();
     layer(&rope, &mut bufs(), SETS, QV, (KL, Slots::Mapping(&[-1, 4, -1])), mv(), &d).unwrap();
-    let o = LayerApply::batch(Batch::Single(Positions::Start(14)));
+    let o = LayerOptions::batch(Batch::Single(Positions::Start(14)));
     expect_err(
         RopeError::SlotOutOfRange { operand: Operand::KOut, token: 2, slot: 16, slots: 16 },
         |r, b| layer(r, b, SETS, QV, (KL, Slots::Positions), mv(), &o),
     );
     // Two sequences of two blocks each; sequence 1's positions 7, 8 need its block 2.
     let bt = [0u32, 1, 2, 3];
-    let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[0, 7] });
+    let o = LayerOptions::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[0, 7] });
     let slots = Slots::BlockTable { block_table: &bt, blocks_per_seq: 2 };
     expect_err(RopeError::BlockTableTooShort { operand: Operand::KOut, sequence: 1, position: 8 }, |r, b| {
         layer(r, b, SETS, QV, (KL, slots), mv(), &o)
@@ -209,7 +209,7 @@ fn errors_write_nothing() {
     });
     let bt = [0u32, 4, 2, 3];
     let slots = Slots::BlockTable { block_table: &bt, blocks_per_seq: 2 };
-    let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[4, 2] });
+    let o = LayerOptions::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[4, 2] });
     expect_err(
         RopeError::BlockOutOfRange { operand: Operand::KOut, token: 0, block: 4, num_blocks: 4 },
         |r, b| layer(r, b, SETS, QV, (KL, slots), mv(), &o),
@@ -217,7 +217,7 @@ fn errors_write_nothing() {
     // Two sequences sharing a block: a duplicate found by the quadratic pass.
     let bt = [3u32, 1, 0, 3];
     let slots = Slots::BlockTable { block_table: &bt, blocks_per_seq: 2 };
-    let o = LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[1, 5] });
+    let o = LayerOptions::batch(Batch::Ragged { indptr: &[0, 1, 3], start: &[1, 5] });
     expect_err(RopeError::DuplicateSlot { operand: Operand::KOut, token: 1, slot: 13 }, |r, b| {
         layer(r, b, SETS, QV, (KL, slots), mv(), &o)
     });
@@ -229,11 +229,11 @@ fn errors_write_nothing() {
     let rope = Rope::new(RopeConfig::new(HD, 10_000.0)).unwrap();
     let (mut cos, mut sin) = (vec![0.0; 2 * 32], vec![0.0; 2 * 32]);
     rope.fill_table(0, &mut cos, &mut sin).unwrap();
-    let o = LayerApply::default().with_table(CosSinTable::new(&cos, &sin, 32).unwrap());
+    let o = LayerOptions::default().with_table(CosSinTable::new(&cos, &sin, 32).unwrap());
     expect_err(RopeError::PositionOutOfRange { position: 2, rows: 2 }, |r, b| {
         layer(r, b, SETS, QV, m(), mv(), &o)
     });
-    let o = LayerApply::default().with_table(CosSinTable::new(&cos, &sin, 16).unwrap());
+    let o = LayerOptions::default().with_table(CosSinTable::new(&cos, &sin, 16).unwrap());
     expect_err(RopeError::TableShape, |r, b| layer(r, b, SETS, QV, m(), mv(), &o));
 }
 
@@ -247,7 +247,7 @@ fn empty_calls() {
         Dest::<f32>::InPlace,
         Dest::Cache { data: &mut b.k, layout: KL, slots: Slots::Mapping(&[]) },
         Dest::<f32>::Skip,
-        &LayerApply::batch(Batch::Ragged { indptr: &[0, 0, 0], start: &[5, 6] }),
+        &LayerOptions::batch(Batch::Ragged { indptr: &[0, 0, 0], start: &[5, 6] }),
     )
     .unwrap();
     assert_eq!(in_bits(&b.qkv), in_bits(&bufs().qkv));
@@ -264,11 +264,11 @@ fn head_sets_equal_apply_qk() {
         (0..TOKENS).flat_map(|t| fused[t * 8 * HD..t * 8 * HD + 4 * HD].to_vec()).collect();
     let mut kt: Vec<f32> =
         (0..TOKENS).flat_map(|t| fused[t * 8 * HD + 4 * HD..t * 8 * HD + 6 * HD].to_vec()).collect();
-    let opts = Apply::start(1000);
+    let opts = ApplyOptions::start(1000);
     rope.apply_head_sets(&mut fused, TOKENS, q, Some(k), &opts).unwrap();
     rope.apply_qk(
-        HeadsMut::new(&mut qt, View::bshd(TOKENS, 4, HD)),
-        Some(HeadsMut::new(&mut kt, View::bshd(TOKENS, 2, HD))),
+        HeadsMut::new(&mut qt, View::token_major(TOKENS, 4, HD)),
+        Some(HeadsMut::new(&mut kt, View::token_major(TOKENS, 2, HD))),
         &opts,
     )
     .unwrap();

@@ -50,7 +50,7 @@ fn overlap_rule_matches_brute_force() {
         }
         let expect = brute_overlap(&a, &b, tokens, hd, len);
         let mut buf = vec![1.0f32; len];
-        let r = rope.apply_head_sets(&mut buf, tokens, a, Some(b), &Apply::start(3));
+        let r = rope.apply_head_sets(&mut buf, tokens, a, Some(b), &ApplyOptions::start(3));
         let what = format!("a {a:?} b {b:?} tokens {tokens} hd {hd}");
         if expect {
             hits += 1;
@@ -63,13 +63,13 @@ fn overlap_rule_matches_brute_force() {
         // v (read) against k (in place): the pair k-v.
         let mut buf = vec![1.0f32; len];
         let mut out = vec![0.0f32; tokens * b.heads.max(1) * hd];
-        let view = View::bshd(tokens, b.heads, hd);
+        let view = View::token_major(tokens, b.heads, hd);
         let r = rope.apply_layer(
             Qkv::new(&mut buf, tokens, [HeadSet::default(), a, b]),
             Dest::<f32>::Skip,
             Dest::<f32>::InPlace,
             Dest::Tensor { data: &mut out, view },
-            &LayerApply::default(),
+            &LayerOptions::default(),
         );
         if expect {
             assert_eq!(r, Err(RopeError::OverlappingHeadSets { a: Operand::K, b: Operand::V }), "{what}");

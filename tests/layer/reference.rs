@@ -26,9 +26,9 @@ fn ref_rows<I: Element>(
         return x;
     }
     let mut y = vec![0.0f32; x.len()];
-    let view = View::bshd(1, set.heads, hd);
+    let view = View::token_major(1, set.heads, hd);
     let ids = [pos];
-    let mut opts = Apply { positions: Positions::Ids(&ids), cos_sin, ..Apply::default() };
+    let mut opts = ApplyOptions { positions: Positions::Ids(&ids), cos_sin, ..ApplyOptions::default() };
     if inverse {
         opts = opts.inverse();
     }
@@ -76,7 +76,7 @@ impl<O: Out> Target<O> {
         let mut t = Target {
             form,
             data: Vec::new(),
-            view: View::bshd(tokens, heads, hl),
+            view: View::token_major(tokens, heads, hl),
             layout: CacheLayout::default(),
             mapping: Vec::new(),
             table: Vec::new(),
@@ -236,7 +236,7 @@ fn random_rope(rng: &mut SmallRng) -> Rope<'static> {
     let hd = 64;
     let mut c = RopeConfig::new(hd, 10_000.0)
         .with_rotary_dim([64, 32, 16][rng.random_range(0..3)])
-        .with_layout(if rng.random_bool(0.5) { Layout::HalfSplit } else { Layout::Interleaved });
+        .with_layout(if rng.random_bool(0.5) { PairLayout::HalfSplit } else { PairLayout::Interleaved });
     if rng.random_bool(0.3) {
         c = c.with_scaling(Scaling::Llama3 {
             factor: 8.0,
@@ -275,7 +275,7 @@ fn case<I: In + Out, Q: Out, K: Out, V: Out>(rng: &mut SmallRng, forms: [Form; 3
         CosSin::OnTheFly
     };
     let inverse = rng.random_bool(0.3);
-    let mut opts = LayerApply { batch, cos_sin, ..LayerApply::default() };
+    let mut opts = LayerOptions { batch, cos_sin, ..LayerOptions::default() };
     if inverse {
         opts = opts.inverse();
     }
@@ -298,7 +298,7 @@ fn case<I: In + Out, Q: Out, K: Out, V: Out>(rng: &mut SmallRng, forms: [Form; 3
         if matches!(form, Form::InPlace) {
             for (_, r, p) in ranges(&batch, tokens).into_iter().filter(|x| !x.1.is_empty()) {
                 let sub = &mut eqkv[set.offset + r.start * set.token_stride..];
-                let o = Apply { positions: p, cos_sin, direction: opts.direction };
+                let o = ApplyOptions { positions: p, cos_sin, direction: opts.direction };
                 rope.apply(HeadsMut::new(sub, set.view(r.len())), &o).unwrap();
             }
         }

@@ -19,7 +19,7 @@ fn zero_heads_case(
     let mut got = fresh();
     run(&rope, &mut got, [q, k, v]).unwrap();
     let mut want = fresh();
-    rope.apply_head_sets(&mut want, tokens, q, None, &Apply::start(0)).unwrap();
+    rope.apply_head_sets(&mut want, tokens, q, None, &ApplyOptions::start(0)).unwrap();
     assert_eq!(in_bits(&got), in_bits(&want));
 }
 
@@ -32,7 +32,7 @@ fn zero_head_k_in_place_huge_token_stride() {
             Dest::<f32>::InPlace,
             Dest::<f32>::InPlace,
             Dest::<f32>::Skip,
-            &LayerApply::default(),
+            &LayerOptions::default(),
         )
     });
 }
@@ -46,7 +46,7 @@ fn zero_head_k_in_place_offset_past_buffer() {
             Dest::<f32>::InPlace,
             Dest::<f32>::InPlace,
             Dest::<f32>::Skip,
-            &LayerApply::default(),
+            &LayerOptions::default(),
         )
     });
 }
@@ -68,7 +68,7 @@ fn zero_head_v_cache_huge_block_stride() {
             Dest::<f32>::InPlace,
             Dest::<f32>::Skip,
             Dest::Cache { data: &mut cache, layout, slots: Slots::Positions },
-            &LayerApply::default(),
+            &LayerOptions::default(),
         )
     });
     assert_eq!(keys(&cache), keys(&[<bf16 as Out>::canary(); 4]));
@@ -85,7 +85,7 @@ fn zero_head_v_tensor_huge_token_stride() {
             Dest::<f32>::InPlace,
             Dest::<f32>::Skip,
             Dest::Tensor { data: &mut out, view },
-            &LayerApply::default(),
+            &LayerOptions::default(),
         )
     });
     assert_eq!(keys(&out), keys(&[<f32 as Out>::canary(); 4]));
@@ -116,7 +116,7 @@ fn zero_head_k_block_table_slot_past_usize() {
                 slots: Slots::BlockTable { block_table: &table, blocks_per_seq: 1 },
             },
             Dest::<f32>::Skip,
-            &LayerApply::batch(Batch::Single(Positions::Start(5))),
+            &LayerOptions::batch(Batch::Single(Positions::Start(5))),
         )
     };
     let fresh = || -> Vec<f32> { (0..64).map(|i| (i % 17) as f32 * 0.1 - 0.8).collect() };
@@ -136,7 +136,7 @@ fn zero_head_k_block_table_slot_past_usize() {
     let mut want = fresh();
     let rope = Rope::new(RopeConfig::new(64, 10_000.0)).unwrap();
     let q = HeadSet { offset: 0, heads: 1, token_stride: 64, head_stride: 64 };
-    rope.apply_head_sets(&mut want, 1, q, None, &Apply::start(5)).unwrap();
+    rope.apply_head_sets(&mut want, 1, q, None, &ApplyOptions::start(5)).unwrap();
     assert_eq!(in_bits(&qkv), in_bits(&want));
     assert_eq!(keys(&cache), keys(&canaries));
 }
@@ -152,7 +152,7 @@ fn v_in_place_needs_the_input_type() {
             Dest::Tensor { data: &mut b.q, view: QV },
             Dest::<f32>::Skip,
             Dest::<bf16>::InPlace,
-            &LayerApply::default(),
+            &LayerOptions::default(),
         )
     });
     let rope = Rope::new(RopeConfig::new(HD, 10_000.0)).unwrap();
@@ -162,7 +162,7 @@ fn v_in_place_needs_the_input_type() {
         Dest::<f32>::Skip,
         Dest::<f32>::Skip,
         Dest::<f32>::InPlace,
-        &LayerApply::default(),
+        &LayerOptions::default(),
     )
     .unwrap();
     assert_eq!(in_bits(&b.qkv), in_bits(&bufs().qkv));

@@ -126,9 +126,9 @@ fn convert_case<I: TestElem, O: OutBits>(
     let cos: Vec<f32> = (0..pairs).map(|_| angle(rng)).collect();
     let sin: Vec<f32> = (0..pairs).map(|_| angle(rng)).collect();
     let layout = if half_split.is_some() || rng.random_range(0..2) == 0 {
-        Layout::HalfSplit
+        PairLayout::HalfSplit
     } else {
-        Layout::Interleaved
+        PairLayout::Interleaved
     };
     let inverse = rng.random_range(0..2) == 0;
     let len = PAD + tokens * dst_token_stride + PAD;

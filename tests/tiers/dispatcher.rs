@@ -52,7 +52,7 @@ fn dispatcher_uses_reported_tier() {
         assert_eq!(dispatch::active_tier(), t);
         let rope = Rope::new(config.clone()).unwrap();
         assert_eq!(rope.tier(), t);
-        rope.apply(HeadsMut::new(&mut x, View::bshd(1, 1, 8)), &Apply::start(3)).unwrap();
+        rope.apply(HeadsMut::new(&mut x, View::token_major(1, 1, 8)), &ApplyOptions::start(3)).unwrap();
         assert_eq!(pinned(config.clone(), t).tier(), t);
         assert_eq!(dispatch::set_max_tier(t), t);
     }

@@ -8,10 +8,10 @@ fn layer_call<I: TestElem + rope_kernels::CacheElement>(
     tier: Tier,
     seed: u64,
 ) -> (Vec<u32>, Vec<u32>, Vec<u32>, Vec<rope_kernels::BlockQ8_0>) {
-    use rope_kernels::{BlockQ8_0, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Slots};
+    use rope_kernels::{BlockQ8_0, CacheLayout, Dest, HeadSet, LayerOptions, Qkv, Slots};
     let mut rng = rng(seed);
     let hd = 64;
-    let layout = if rng.random_range(0..2) == 0 { Layout::HalfSplit } else { Layout::Interleaved };
+    let layout = if rng.random_range(0..2) == 0 { PairLayout::HalfSplit } else { PairLayout::Interleaved };
     let rotary_dim = [64, 32, 16][rng.random_range(0..3)];
     let rope = Rope::new(RopeConfig::new(hd, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout))
         .unwrap()
@@ -38,10 +38,10 @@ fn layer_call<I: TestElem + rope_kernels::CacheElement>(
     let block_table = [4u32, 0, 2, 1, 5, 3];
     let mapping: Vec<i64> = (0..tokens as i64).map(|t| if t % 3 == 2 { -1 } else { 23 - t }).collect();
     let slots = Slots::BlockTable { block_table: &block_table, blocks_per_seq: 3 };
-    let opts = LayerApply::batch(rope_kernels::Batch::Ragged { indptr: &indptr, start: &start });
+    let opts = LayerOptions::batch(rope_kernels::Batch::Ragged { indptr: &indptr, start: &start });
     let opts = if rng.random_range(0..2) == 0 { opts.inverse() } else { opts };
     let q = if rng.random_range(0..2) == 0 {
-        Dest::Tensor { data: &mut q_out, view: View::bshd(tokens, sets[0].heads, hd) }
+        Dest::Tensor { data: &mut q_out, view: View::token_major(tokens, sets[0].heads, hd) }
     } else {
         Dest::InPlace
     };

@@ -35,8 +35,8 @@ use rope_kernels::encodings::{
     SinusoidalLayout,
 };
 use rope_kernels::{
-    bf16, f16, Apply, CosSinTable, Element, Heads, HeadsMut, Layout, Positions, Rope, RopeConfig, RopeError,
-    Tier, View,
+    bf16, f16, ApplyOptions, CosSinTable, Element, Heads, HeadsMut, PairLayout, Positions, Rope, RopeConfig,
+    RopeError, Tier, View,
 };
 
 /// Random cases per (tier, dtype) in `random_cases_match_oracle`.
@@ -71,8 +71,8 @@ fn random_view(rng: &mut TestRng, tokens: usize, heads: usize, head_dim: usize) 
     let gap_h = if rng.random_bool(0.5) { 0 } else { rng.random_range(1..4) };
     let gap_t = if rng.random_bool(0.5) { 0 } else { rng.random_range(1..4) };
     let view = match rng.random_range(0..3) {
-        0 => View::bshd(tokens, heads, head_dim),
-        1 => View::bhsd(tokens, heads, head_dim),
+        0 => View::token_major(tokens, heads, head_dim),
+        1 => View::head_major(tokens, heads, head_dim),
         // Strided with gaps, BSHD-like or BHSD-like.
         _ if rng.random_bool(0.5) => {
             let hs = head_dim + gap_h;

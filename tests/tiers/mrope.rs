@@ -32,13 +32,13 @@ impl MultiRope {
         table: Option<CosSinTable<'_>>,
         inverse: bool,
     ) {
-        use rope_kernels::AxisApply;
+        use rope_kernels::AxisOptions;
         fn opts<'a, const N: usize>(
             ids: [&'a [u32]; N],
             table: Option<CosSinTable<'a>>,
             inverse: bool,
-        ) -> AxisApply<'a, N> {
-            let o = table.map_or(AxisApply::ids(ids), AxisApply::table);
+        ) -> AxisOptions<'a, N> {
+            let o = table.map_or(AxisOptions::ids(ids), AxisOptions::table);
             if inverse {
                 o.inverse()
             } else {
@@ -80,7 +80,7 @@ fn random_multi(rng: &mut TestRng, tier: Tier) -> (MultiRope, MultiRope, String)
     let pairs = PAIRS[rng.random_range(0..if cfg!(miri) { 5 } else { PAIRS.len() })];
     let rotary_dim = 2 * pairs;
     let head_dim = rotary_dim + if rng.random_bool(0.5) { 0 } else { rng.random_range(1..6) };
-    let layout = if rng.random_bool(0.5) { Layout::HalfSplit } else { Layout::Interleaved };
+    let layout = if rng.random_bool(0.5) { PairLayout::HalfSplit } else { PairLayout::Interleaved };
     let mode = if rng.random_bool(0.5) { AngleMode::Exact } else { AngleMode::HfCompatible };
     let config = RopeConfig::new(head_dim, 10_000.0)
         .with_rotary_dim(rotary_dim)

@@ -20,7 +20,7 @@ fn qknorm_suite<T: TestElem>(seed: u64) {
         for pairs in all_pairs.iter().copied() {
             let rotary_dim = 2 * pairs;
             let head_dim = rotary_dim + if rng.random_bool(0.4) { 0 } else { rng.random_range(1..20) };
-            for layout in [Layout::HalfSplit, Layout::Interleaved] {
+            for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
                 qknorm_case::<T>(&mut rng, tier, n, head_dim, rotary_dim, layout);
                 n += 1;
             }
@@ -36,7 +36,7 @@ fn qknorm_case<T: TestElem>(
     case: usize,
     head_dim: usize,
     rotary_dim: usize,
-    layout: Layout,
+    layout: PairLayout,
 ) {
     use rope_kernels::QkNorm;
     let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout);
@@ -53,7 +53,11 @@ fn qknorm_case<T: TestElem>(
     let rows = MAX_TOKENS + 8;
     let ids: Vec<u32> = (0..tokens).map(|_| rng.random_range(0..rows as u32)).collect();
     let cache = oracle.build_cache(rows).unwrap();
-    let mut opts = if rng.random_bool(0.5) { Apply::ids(&ids) } else { Apply::start(rng.random_range(0..8)) };
+    let mut opts = if rng.random_bool(0.5) {
+        ApplyOptions::ids(&ids)
+    } else {
+        ApplyOptions::start(rng.random_range(0..8))
+    };
     if rng.random_bool(0.5) {
         opts = opts.with_table(cache.table());
     }
@@ -187,9 +191,9 @@ fn qknorm_whole_heads_match_oracle() {
                 // One norm form per dtype and head_dim under Miri: each dtype gets the three
                 // forms over the three head_dims.
                 let case = d * reps + r;
-                qknorm_case::<f32>(&mut rng, tier, case, head_dim, head_dim, Layout::HalfSplit);
-                qknorm_case::<f16>(&mut rng, tier, case + 1, head_dim, head_dim, Layout::HalfSplit);
-                qknorm_case::<bf16>(&mut rng, tier, case + 2, head_dim, head_dim, Layout::HalfSplit);
+                qknorm_case::<f32>(&mut rng, tier, case, head_dim, head_dim, PairLayout::HalfSplit);
+                qknorm_case::<f16>(&mut rng, tier, case + 1, head_dim, head_dim, PairLayout::HalfSplit);
+                qknorm_case::<bf16>(&mut rng, tier, case + 2, head_dim, head_dim, PairLayout::HalfSplit);
                 n += 3;
             }
         }

@@ -11,17 +11,17 @@ const WIDEST_LANES: usize = if cfg!(target_arch = "x86_64") { 16 } else { 4 };
 /// One (rotary_dim, layout, dtype) case on every tier: 2 tokens × 3 heads, head_dim =
 /// rotary_dim (+ 3 pass-through dims when `extra`), forward and inverse, in place and out
 /// of place, canaries around every buffer.
-fn every_rotary_dim_case<T: TestElem>(rng: &mut TestRng, rotary_dim: usize, layout: Layout, extra: bool) {
+fn every_rotary_dim_case<T: TestElem>(rng: &mut TestRng, rotary_dim: usize, layout: PairLayout, extra: bool) {
     let head_dim = rotary_dim + if extra { 3 } else { 0 };
     let (tokens, heads) = (2, 3);
     let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout);
     let oracle = pinned(config.clone(), Tier::Scalar);
-    let view = View::bshd(tokens, heads, head_dim);
+    let view = View::token_major(tokens, heads, head_dim);
     let n = tokens * heads * head_dim;
     let x0 = padded::<T>(rng, n);
     // Under Miri forward only (the inverse is the same code with other signs).
     for inverse in [false, true].into_iter().take(if cfg!(miri) { 1 } else { 2 }) {
-        let opts = if inverse { Apply::start(5).inverse() } else { Apply::start(5) };
+        let opts = if inverse { ApplyOptions::start(5).inverse() } else { ApplyOptions::start(5) };
         let in_place = |r: &Rope| {
             let mut x = x0.clone();
             r.apply(HeadsMut::new(&mut x[PAD..PAD + n], view), &opts).unwrap();
@@ -63,7 +63,7 @@ fn every_rotary_dim<T: TestElem>(seed: u64) {
     // Then a few wider heads: whole blocks of the bf16 paths plus a tail on every width.
     let wide: &[usize] = if cfg!(miri) { &[] } else { &[46, 62, 66, 94, 98] };
     for rotary_dim in (2..=2 * WIDEST_LANES + 2).step_by(2 * step).chain(wide.iter().copied()) {
-        for layout in [Layout::HalfSplit, Layout::Interleaved] {
+        for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
             for extra in [false, true] {
                 if cfg!(miri) && extra {
                     continue;
@@ -108,10 +108,11 @@ fn head_major_bhsd<T: TestElem>(seed: u64) {
     } else {
         &[(20, 8), (80, 20), (96, 24), (40, 34), (32, 32), (40, 40), (128, 128)]
     };
-    let cases = shapes.iter().flat_map(|&s| [Layout::HalfSplit, Layout::Interleaved].map(|l| (s, l)));
+    let cases = shapes.iter().flat_map(|&s| [PairLayout::HalfSplit, PairLayout::Interleaved].map(|l| (s, l)));
     for ((head_dim, rotary_dim), layout) in cases {
         let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout);
-        let (qv, kv) = (View::bhsd(tokens, q_heads, head_dim), View::bshd(tokens, k_heads, head_dim));
+        let (qv, kv) =
+            (View::head_major(tokens, q_heads, head_dim), View::token_major(tokens, k_heads, head_dim));
         let (qn, kn) = (tokens * q_heads * head_dim, tokens * k_heads * head_dim);
         let (q0, k0) = (padded::<T>(&mut rng, qn), padded::<T>(&mut rng, kn));
         let ids: Vec<u32> = (0..tokens as u32).map(|t| t + 3).collect();
@@ -119,21 +120,21 @@ fn head_major_bhsd<T: TestElem>(seed: u64) {
             let rope = pinned(config.clone(), tier);
             let cache = rope.build_cache(tokens + 3).unwrap();
             let what = format!("{tier} {} head_dim {head_dim} rotary_dim {rotary_dim} {layout:?}", T::NAME);
-            let in_place = |opts: &Apply<'_>| {
+            let in_place = |opts: &ApplyOptions<'_>| {
                 let (mut q, mut k) = (q0.clone(), k0.clone());
                 let kh = Some(HeadsMut::new(&mut k[PAD..PAD + kn], kv));
                 rope.apply_qk(HeadsMut::new(&mut q[PAD..PAD + qn], qv), kh, opts).unwrap();
                 (q, k)
             };
-            let (hq, hk) = in_place(&Apply::start(3).with_table(cache.table()));
-            let (tq, tk) = in_place(&Apply::ids(&ids).with_table(cache.table()));
+            let (hq, hk) = in_place(&ApplyOptions::start(3).with_table(cache.table()));
+            let (tq, tk) = in_place(&ApplyOptions::ids(&ids).with_table(cache.table()));
             check_untouched(&q0, &hq, &qv, head_dim, &what);
             check_untouched(&k0, &hk, &kv, head_dim, &what);
             assert_eq!(bits(&hq), bits(&tq), "q in place: {what}");
             assert_eq!(bits(&hk), bits(&tk), "k in place: {what}");
-            let out = View::bshd(tokens, q_heads, head_dim);
+            let out = View::token_major(tokens, q_heads, head_dim);
             let o0 = padded::<T>(&mut rng, qn);
-            let out_of_place = |opts: &Apply<'_>| {
+            let out_of_place = |opts: &ApplyOptions<'_>| {
                 let mut o = o0.clone();
                 rope.apply_into(
                     Heads::new(&q0[PAD..PAD + qn], qv),
@@ -143,11 +144,11 @@ fn head_major_bhsd<T: TestElem>(seed: u64) {
                 .unwrap();
                 o
             };
-            let h = out_of_place(&Apply::start(3).with_table(cache.table()));
+            let h = out_of_place(&ApplyOptions::start(3).with_table(cache.table()));
             check_untouched(&o0, &h, &out, head_dim, &what);
             assert_eq!(
                 bits(&h),
-                bits(&out_of_place(&Apply::ids(&ids).with_table(cache.table()))),
+                bits(&out_of_place(&ApplyOptions::ids(&ids).with_table(cache.table()))),
                 "out: {what}"
             );
         }

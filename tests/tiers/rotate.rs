@@ -11,7 +11,7 @@ fn random_case<T: TestElem>(rng: &mut TestRng, tier: Tier) {
     let pairs = PAIRS[rng.random_range(0..if cfg!(miri) { 7 } else { PAIRS.len() })];
     let rotary_dim = 2 * pairs;
     let head_dim = rotary_dim + if rng.random_bool(0.5) { 0 } else { rng.random_range(1..10) };
-    let layout = if rng.random_bool(0.5) { Layout::HalfSplit } else { Layout::Interleaved };
+    let layout = if rng.random_bool(0.5) { PairLayout::HalfSplit } else { PairLayout::Interleaved };
     let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(rotary_dim).with_layout(layout);
     let oracle = pinned(config.clone(), Tier::Scalar);
     let rope = pinned(config, tier);
@@ -25,7 +25,11 @@ fn random_case<T: TestElem>(rng: &mut TestRng, tier: Tier) {
     // Positions: random ids or a start offset, all below `rows`.
     let rows = MAX_TOKENS + 8;
     let ids: Vec<u32> = (0..tokens).map(|_| rng.random_range(0..rows as u32)).collect();
-    let mut opts = if rng.random_bool(0.5) { Apply::ids(&ids) } else { Apply::start(rng.random_range(0..8)) };
+    let mut opts = if rng.random_bool(0.5) {
+        ApplyOptions::ids(&ids)
+    } else {
+        ApplyOptions::start(rng.random_range(0..8))
+    };
     // cos/sin source: the cache, a caller table of specials, or on the fly.
     let source = rng.random_range(0..3);
     let cache = (source == 0).then(|| oracle.build_cache(rows).unwrap());
@@ -172,16 +176,16 @@ fn all_patterns<T: TestElem>() {
     let cos: Vec<f32> = (0..9).map(|_| TABLE_SPECIALS[rng.random_range(0..TABLE_SPECIALS.len())]).collect();
     let sin: Vec<f32> = (0..9).map(|_| rng.random_range(-1.5f32..1.5)).collect();
     let table = CosSinTable::new(&cos, &sin, 9).unwrap();
-    for layout in [Layout::HalfSplit, Layout::Interleaved] {
+    for layout in [PairLayout::HalfSplit, PairLayout::Interleaved] {
         let config = RopeConfig::new(head_dim, 10_000.0).with_layout(layout);
         let oracle = pinned(config.clone(), Tier::Scalar);
         let mut expect = patterns[..n].to_vec();
-        let opts = Apply::start(0).with_table(table);
-        oracle.apply(HeadsMut::new(&mut expect, View::bshd(1, heads, head_dim)), &opts).unwrap();
+        let opts = ApplyOptions::start(0).with_table(table);
+        oracle.apply(HeadsMut::new(&mut expect, View::token_major(1, heads, head_dim)), &opts).unwrap();
         for tier in tiers() {
             let rope = pinned(config.clone(), tier);
             let mut got = patterns[..n].to_vec();
-            rope.apply(HeadsMut::new(&mut got, View::bshd(1, heads, head_dim)), &opts).unwrap();
+            rope.apply(HeadsMut::new(&mut got, View::token_major(1, heads, head_dim)), &opts).unwrap();
             assert_eq!(bits(&expect), bits(&got), "{tier} {} {layout:?}", T::NAME);
         }
     }
@@ -215,17 +219,19 @@ fn whole_vector_heads<T: TestElem>(seed: u64) {
     let extras: &[usize] = if cfg!(miri) { &[3] } else { &[0, 3] };
     let directions: &[bool] = if cfg!(miri) { &[false] } else { &[false, true] };
     let shapes = all_pairs.iter().flat_map(|&p| extras.iter().map(move |&e| (p, e)));
-    for ((pairs, extra), layout) in shapes.flat_map(|s| [(s, Layout::HalfSplit), (s, Layout::Interleaved)]) {
+    for ((pairs, extra), layout) in
+        shapes.flat_map(|s| [(s, PairLayout::HalfSplit), (s, PairLayout::Interleaved)])
+    {
         let head_dim = 2 * pairs + extra;
         let config = RopeConfig::new(head_dim, 10_000.0).with_rotary_dim(2 * pairs).with_layout(layout);
         let oracle = pinned(config.clone(), Tier::Scalar);
         let cache = oracle.build_cache(8).unwrap();
-        let view = View::bshd(tokens, heads, head_dim);
+        let view = View::token_major(tokens, heads, head_dim);
         let n = tokens * heads * head_dim;
         let x0 = padded::<T>(&mut rng, n);
         let out0 = padded::<T>(&mut rng, n);
         for &inverse in directions {
-            let mut opts = Apply::start(5).with_table(cache.table());
+            let mut opts = ApplyOptions::start(5).with_table(cache.table());
             if inverse {
                 opts = opts.inverse();
             }
@@ -284,7 +290,8 @@ fn whole_vector_heads_match_oracle_bf16() {
 fn prefetching_calls<T: TestElem>(seed: u64) {
     let mut rng = rng(seed);
     let (tokens, q_heads, k_heads, head_dim) = (300, 12, 4, 128);
-    let cases = [Layout::HalfSplit, Layout::Interleaved].into_iter().flat_map(|l| [(l, head_dim), (l, 58)]);
+    let cases =
+        [PairLayout::HalfSplit, PairLayout::Interleaved].into_iter().flat_map(|l| [(l, head_dim), (l, 58)]);
     for (layout, rotary_dim) in cases {
         // 58 rotated bf16 elements of 300 x 16 heads: 544 KiB, still above the threshold.
         assert!(
@@ -296,12 +303,17 @@ fn prefetching_calls<T: TestElem>(seed: u64) {
         // Partial rotary in BSHD only: BHSD calls do not prefetch (nor take the head-by-head
         // walk), and each case costs seconds under qemu.
         for bhsd in [false, true].into_iter().filter(|&b| !b || rotary_dim == head_dim) {
-            let view =
-                |h| if bhsd { View::bhsd(tokens, h, head_dim) } else { View::bshd(tokens, h, head_dim) };
+            let view = |h| {
+                if bhsd {
+                    View::head_major(tokens, h, head_dim)
+                } else {
+                    View::token_major(tokens, h, head_dim)
+                }
+            };
             let (qv, kv) = (view(q_heads), view(k_heads));
             let q0 = padded::<T>(&mut rng, tokens * q_heads * head_dim);
             let k0 = padded::<T>(&mut rng, tokens * k_heads * head_dim);
-            let opts = Apply::start(7);
+            let opts = ApplyOptions::start(7);
             // In place on the live part of canary-padded copies of q0 and k0.
             let in_place = |rope: &Rope| {
                 let (mut q, mut k) = (q0.clone(), k0.clone());
@@ -415,8 +427,11 @@ fn known_values() {
                 }
                 let rope = pinned(RopeConfig::new(34, 10_000.0), tier);
                 let table = CosSinTable::new(&cos, &sin, 17).unwrap();
-                rope.apply(HeadsMut::new(&mut x, View::bshd(1, 1, 34)), &Apply::start(0).with_table(table))
-                    .unwrap();
+                rope.apply(
+                    HeadsMut::new(&mut x, View::token_major(1, 1, 34)),
+                    &ApplyOptions::start(0).with_table(table),
+                )
+                .unwrap();
                 for i in [0, 16] {
                     let got = x[i].to_bits_u32();
                     assert_eq!(got, want, "{tier} {} x0 {x0:#x} x1 {x1:#x} c {c} s {s}: {got:#x}", T::NAME);

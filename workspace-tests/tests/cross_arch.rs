@@ -19,8 +19,8 @@
 use rope_kernels::dispatch::{available_tiers, Tier};
 use rope_kernels::encodings::{alibi_slopes, Sinusoidal, SinusoidalLayout};
 use rope_kernels::{
-    bf16, f16, AngleMode, Apply, Element, HeadsMut, Layout, Positions, Rope, RopeConfig, Scaling, View,
-    YarnParams,
+    bf16, f16, AngleMode, ApplyOptions, Element, HeadsMut, PairLayout, Positions, Rope, RopeConfig, Scaling,
+    View, YarnParams,
 };
 use rope_kernels_capi as c;
 
@@ -109,9 +109,9 @@ fn configs() -> Vec<RopeConfig> {
     };
     vec![
         RopeConfig::new(128, 500_000.0).with_scaling(llama3),
-        RopeConfig::new(96, 10_000.0).with_rotary_dim(64).with_layout(Layout::Interleaved),
+        RopeConfig::new(96, 10_000.0).with_rotary_dim(64).with_layout(PairLayout::Interleaved),
         RopeConfig::new(64, 10_000.0)
-            .with_layout(Layout::Interleaved)
+            .with_layout(PairLayout::Interleaved)
             .with_scaling(Scaling::Yarn(YarnParams::new(40.0, 4096).with_mscale(0.707, 0.707))),
         RopeConfig::new(80, 10_000.0)
             .with_rotary_dim(32)
@@ -119,7 +119,7 @@ fn configs() -> Vec<RopeConfig> {
             .with_scaling(Scaling::Linear { factor: 2.0 }),
         RopeConfig::new(7, 1_000_000.0).with_rotary_dim(4).with_scaling(Scaling::NtkAlpha { alpha: 1000.0 }),
         RopeConfig::new(32, 10_000.0)
-            .with_layout(Layout::Interleaved)
+            .with_layout(PairLayout::Interleaved)
             .with_angle_mode(AngleMode::HfCompatible)
             .with_scaling(Scaling::DynamicNtk { factor: 2.0, max_position_embeddings: 2048 }),
     ]
@@ -188,10 +188,10 @@ fn rotate_hash<T: Element>(tier: Tier) -> u64 {
         let hd = cfg.head_dim;
         let rope = Rope::new(cfg).unwrap().with_tier(tier).unwrap();
         let mut x: Vec<T> = inputs(TOKENS * HEADS * hd, n as u64).into_iter().map(T::from_f32).collect();
-        let view = View::bshd(TOKENS, HEADS, hd);
-        rope.apply(HeadsMut::new(&mut x, view), &Apply::ids(&POSITIONS)).unwrap();
+        let view = View::token_major(TOKENS, HEADS, hd);
+        rope.apply(HeadsMut::new(&mut x, view), &ApplyOptions::ids(&POSITIONS)).unwrap();
         h.elements(&x);
-        rope.apply(HeadsMut::new(&mut x, view), &Apply::ids(&POSITIONS).inverse()).unwrap();
+        rope.apply(HeadsMut::new(&mut x, view), &ApplyOptions::ids(&POSITIONS).inverse()).unwrap();
         h.elements(&x);
     }
     h.0
@@ -231,7 +231,7 @@ fn c_config(cfg: &RopeConfig) -> c::rope_config {
     let mut cc = unsafe { cc.assume_init() };
     cc.rotary_dim = cfg.rotary_dim;
     cc.layout = match cfg.layout {
-        Layout::HalfSplit => c::ROPE_LAYOUT_HALF_SPLIT,
+        PairLayout::HalfSplit => c::ROPE_LAYOUT_HALF_SPLIT,
         _ => c::ROPE_LAYOUT_INTERLEAVED,
     };
     cc.angle_mode = match cfg.angle_mode {

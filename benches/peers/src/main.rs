@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Tensor};
 use half::bf16;
-use rope_kernels::{Apply, CosSinTable, Element, Heads, HeadsMut, Layout, Rope, RopeConfig, View};
+use rope_kernels::{ApplyOptions, CosSinTable, Element, Heads, HeadsMut, PairLayout, Rope, RopeConfig, View};
 
 const HEAD_DIM: usize = 128;
 const PAIRS: usize = HEAD_DIM / 2;
@@ -340,16 +340,16 @@ fn verify<T: Dt>(s: &Setup) {
     let (t, h) = (512, 32);
     let n = t * h * HEAD_DIM;
     let x: Vec<T> = data(n, 7);
-    let opts = Apply::start(0).with_table(s.table());
+    let opts = ApplyOptions::start(0).with_table(s.table());
     // f32: candle does the same products and sum as rope-kernels, each rounded once; bf16:
     // candle rounds each product and the sum to bf16 (3 roundings of 2^-8 relative, on
     // magnitudes up to 1), rope-kernels only the result.
     let rel = if T::NAME == "f32" { 2.0 * f32::EPSILON } else { 3.0 / 256.0 };
     for f in [CandleFn::Rope, CandleFn::RopeI, CandleFn::RopeThd] {
         let (rope, view) = match f {
-            CandleFn::Rope => (&s.hs, View::bhsd(t, h, HEAD_DIM)),
-            CandleFn::RopeI => (&s.il, View::bhsd(t, h, HEAD_DIM)),
-            CandleFn::RopeThd => (&s.hs, View::bshd(t, h, HEAD_DIM)),
+            CandleFn::Rope => (&s.hs, View::head_major(t, h, HEAD_DIM)),
+            CandleFn::RopeI => (&s.il, View::head_major(t, h, HEAD_DIM)),
+            CandleFn::RopeThd => (&s.hs, View::token_major(t, h, HEAD_DIM)),
         };
         let mut ours = x.clone();
         rope.apply(HeadsMut::new(&mut ours, view), &opts).unwrap();
@@ -359,7 +359,7 @@ fn verify<T: Dt>(s: &Setup) {
         check(&format!("{} {}", f.name(), T::NAME), &ours, &theirs, rel);
     }
     let mut ours = x.clone();
-    s.hs.apply(HeadsMut::new(&mut ours, View::bshd(t, h, HEAD_DIM)), &opts).unwrap();
+    s.hs.apply(HeadsMut::new(&mut ours, View::token_major(t, h, HEAD_DIM)), &opts).unwrap();
     let (cos, sin) = s.hf_cs(0, t);
     let mut theirs = vec![T::default(); n];
     hf_scalar(&x, &mut theirs, &cos, &sin, t, h);
@@ -374,12 +374,12 @@ fn run_dtype<T: Dt>(s: &Setup, tab: &mut Table) {
         let sh = &shape;
         let (t, qh, kh) = (shape.tokens, shape.q_heads, shape.k_heads);
         let dt = T::NAME;
-        let opts = Apply::start(shape.start as u32).with_table(s.table());
-        let fly = Apply::start(shape.start as u32);
+        let opts = ApplyOptions::start(shape.start as u32).with_table(s.table());
+        let fly = ApplyOptions::start(shape.start as u32);
         let mut q: Vec<T> = data(t * qh * HEAD_DIM, 1);
         let mut k: Vec<T> = data(t * kh * HEAD_DIM, 2);
-        let (qs, ks) = (View::bshd(t, qh, HEAD_DIM), View::bshd(t, kh, HEAD_DIM));
-        let (qb, kb) = (View::bhsd(t, qh, HEAD_DIM), View::bhsd(t, kh, HEAD_DIM));
+        let (qs, ks) = (View::token_major(t, qh, HEAD_DIM), View::token_major(t, kh, HEAD_DIM));
+        let (qb, kb) = (View::head_major(t, qh, HEAD_DIM), View::head_major(t, kh, HEAD_DIM));
         let kk = kh > 0;
 
         // Roofline: x *= c over a buffer of the same size.
@@ -391,7 +391,7 @@ fn run_dtype<T: Dt>(s: &Setup, tab: &mut Table) {
         });
         tab.push(sh, dt, "roofline: in-place x *= c, 1 thread", ns);
 
-        let mut apply = |rope: &Rope, qv: View, kv: View, o: &Apply<'_>| {
+        let mut apply = |rope: &Rope, qv: View, kv: View, o: &ApplyOptions<'_>| {
             time(|| {
                 let k = kk.then(|| HeadsMut::new(&mut k, kv));
                 rope.apply_qk(HeadsMut::new(&mut q, qv), k, black_box(o)).unwrap()
@@ -521,8 +521,8 @@ fn scaling<T: Dt>(s: &Setup) {
     for shape in &SHAPES[1..] {
         let ticks = cpu_ticks();
         let t = shape.tokens;
-        let v = View::bshd(t, shape.q_heads, HEAD_DIM);
-        let opts = Apply::start(0).with_table(s.table());
+        let v = View::token_major(t, shape.q_heads, HEAD_DIM);
+        let opts = ApplyOptions::start(0).with_table(s.table());
         let mut x: Vec<T> = data(t * shape.q_heads * HEAD_DIM, 5);
         let mut x2 = x.clone();
         let (one, par, ratio) = time_pair(
@@ -564,7 +564,7 @@ fn scaling<T: Dt>(s: &Setup) {
 fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let hs = Rope::new(RopeConfig::new(HEAD_DIM, THETA)).unwrap();
-    let il = Rope::new(RopeConfig::new(HEAD_DIM, THETA).with_layout(Layout::Interleaved)).unwrap();
+    let il = Rope::new(RopeConfig::new(HEAD_DIM, THETA).with_layout(PairLayout::Interleaved)).unwrap();
     let (mut cos, mut sin) = (vec![0.0; CACHE_ROWS * PAIRS], vec![0.0; CACHE_ROWS * PAIRS]);
     hs.fill_table(0, &mut cos, &mut sin).unwrap();
     let setup = Setup {

@@ -190,8 +190,8 @@ fn hostile_input_never_panics_and_failing_calls_write_nothing() {
         // Hostile views, lengths and options on a valid handle.
         let mut q = vec![1.0f32; 512];
         let mut k = vec![2.0f32; 512];
-        let mut tq = tensor(&mut q, View::bshd(1, 1, 1));
-        let mut tk = tensor(&mut k, View::bshd(1, 1, 1));
+        let mut tq = tensor(&mut q, View::token_major(1, 1, 1));
+        let mut tk = tensor(&mut k, View::token_major(1, 1, 1));
         for t in [&mut tq, &mut tk] {
             t.len = rng.pick(&[0, 1, 100, 512]);
             t.view = rope_view {
@@ -219,7 +219,7 @@ fn hostile_input_never_panics_and_failing_calls_write_nothing() {
             assert!(q == q0 && k == k0, "failing apply wrote ({})", cstr(rope_status_name(s)));
         }
         let mut out = vec![3.0f32; 512];
-        let mut to = tensor(&mut out, View::bshd(1, 1, 1));
+        let mut to = tensor(&mut out, View::token_major(1, 1, 1));
         to.view = tq.view;
         to.len = rng.pick(&[0, 512]);
         // SAFETY: as above.

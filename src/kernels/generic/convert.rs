@@ -42,7 +42,7 @@ use super::{expand_rows, Row, Simd, SimdElement, MAX_LANES};
 use crate::kernels::element::Element;
 use crate::kernels::q8_0::{scale_of, BlockQ8_0, QK8_0};
 use crate::kernels::scalar::convert_value;
-use crate::kernels::shape::{Layout, MAX_PAIRS};
+use crate::kernels::shape::{PairLayout, MAX_PAIRS};
 use crate::kernels::ConvertArgs;
 
 /// A destination type of the convert kernels: its unit of storage, its oracle and its
@@ -128,10 +128,10 @@ unsafe fn dispatch<S: Simd, I: SimdElement, O, H: Heads<O>>(s: S, a: &ConvertArg
         Rows { pairs: a.cos.len(), cos: a.cos, sin: a.sin, cc: core::ptr::null(), ss: core::ptr::null() };
     match (a.layout, a.inverse) {
         // SAFETY: forwarded; the layout and direction are the call's.
-        (Layout::HalfSplit, false) => unsafe { H::run::<S, I, false, false>(s, a, &rows) },
+        (PairLayout::HalfSplit, false) => unsafe { H::run::<S, I, false, false>(s, a, &rows) },
         // SAFETY: as above.
-        (Layout::HalfSplit, true) => unsafe { H::run::<S, I, false, true>(s, a, &rows) },
-        (Layout::Interleaved, inverse) => {
+        (PairLayout::HalfSplit, true) => unsafe { H::run::<S, I, false, true>(s, a, &rows) },
+        (PairLayout::Interleaved, inverse) => {
             let mut cc = Row([MaybeUninit::uninit(); 2 * MAX_PAIRS]);
             let mut ss = Row([MaybeUninit::uninit(); 2 * MAX_PAIRS]);
             let (ccp, ssp) = (cc.0.as_mut_ptr().cast::<f32>(), ss.0.as_mut_ptr().cast::<f32>());

@@ -38,7 +38,7 @@ use half::bf16;
 
 use super::{heads_ahead, prefetch_range, store_words, Row, Simd, SimdElement, MAX_LANES, SPLIT_ENTRIES};
 use crate::kernels::element::Element;
-use crate::kernels::shape::{Layout, MAX_ROTARY_DIM};
+use crate::kernels::shape::{PairLayout, MAX_ROTARY_DIM};
 use crate::kernels::RotateArgs;
 
 mod rope;

@@ -14,7 +14,7 @@ use wide::{f32x4, u32x4};
 
 use super::generic::{self, Simd, SimdElement};
 use super::{kernels_table, Kernels, RotateArgs};
-use crate::kernels::shape::Layout;
+use crate::kernels::shape::PairLayout;
 use crate::kernels::tier::Tier;
 
 pub(crate) static KERNELS: Kernels = kernels_table!(Tier::Portable, sincos::fill_row);
@@ -39,9 +39,9 @@ crate::kernels::tier_boundary! {
         // stacks).
         match a.layout {
             // SAFETY: forwarded.
-            Layout::HalfSplit => unsafe { rotate_in::<T, false>(a) },
+            PairLayout::HalfSplit => unsafe { rotate_in::<T, false>(a) },
             // SAFETY: forwarded.
-            Layout::Interleaved => unsafe { rotate_in::<T, true>(a) },
+            PairLayout::Interleaved => unsafe { rotate_in::<T, true>(a) },
         }
     }
 
@@ -59,7 +59,7 @@ crate::kernels::tier_boundary! {
 /// The contract of [`RotateFn`](super::RotateFn); `a.layout` is the layout named.
 #[inline(never)]
 unsafe fn rotate_in<T: SimdElement, const INTERLEAVED: bool>(a: &RotateArgs<'_, T>) {
-    let layout = if INTERLEAVED { Layout::Interleaved } else { Layout::HalfSplit };
+    let layout = if INTERLEAVED { PairLayout::Interleaved } else { PairLayout::HalfSplit };
     let a = RotateArgs { layout, ..*a };
     // SAFETY: forwarded (the same arguments); the baseline is always there.
     unsafe { generic::rotate(Portable, &a) }

@@ -9,7 +9,7 @@ use super::generic::convert::ConvertOut;
 use super::q8_0::QK8_0;
 use super::{kernels_table, ConvertArgs, Kernels, RotateArgs};
 use crate::kernels::element::Element;
-use crate::kernels::shape::Layout;
+use crate::kernels::shape::PairLayout;
 use crate::kernels::tier::Tier;
 // The table's encoding row kernels are the oracles themselves.
 // The per-head norm's oracle (fused QK-norm + RoPE).
@@ -38,10 +38,10 @@ pub(crate) fn rotate_pair(x0: f32, x1: f32, c: f32, s: f32, inverse: bool) -> (f
 
 /// The index of the two members of pair `i` in a head.
 #[inline(always)]
-pub(crate) fn pair_index(layout: Layout, pairs: usize, i: usize) -> (usize, usize) {
+pub(crate) fn pair_index(layout: PairLayout, pairs: usize, i: usize) -> (usize, usize) {
     match layout {
-        Layout::HalfSplit => (i, i + pairs),
-        Layout::Interleaved => (2 * i, 2 * i + 1),
+        PairLayout::HalfSplit => (i, i + pairs),
+        PairLayout::Interleaved => (2 * i, 2 * i + 1),
     }
 }
 
@@ -128,7 +128,7 @@ pub(crate) unsafe fn convert_value<I: Element>(
     src: *const I,
     cos: &[f32],
     sin: &[f32],
-    layout: Layout,
+    layout: PairLayout,
     inverse: bool,
     e: usize,
 ) -> f32 {
@@ -138,8 +138,8 @@ pub(crate) unsafe fn convert_value<I: Element>(
         return unsafe { (*src.add(e)).to_f32() };
     }
     let (i, second) = match layout {
-        Layout::HalfSplit => (e % pairs, e >= pairs),
-        Layout::Interleaved => (e / 2, e % 2 == 1),
+        PairLayout::HalfSplit => (e % pairs, e >= pairs),
+        PairLayout::Interleaved => (e / 2, e % 2 == 1),
     };
     let (i0, i1) = pair_index(layout, pairs, i);
     // SAFETY: i0, i1 < rotary_dim <= head_dim.

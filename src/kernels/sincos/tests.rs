@@ -515,16 +515,16 @@ fn tiers_bit_identical() {
 
 #[test]
 fn apply_paths_agree() {
-    use crate::{Apply, HeadsMut, Rope, View};
+    use crate::{ApplyOptions, HeadsMut, Rope, View};
     // On the fly, from a cache and from fill_table: the same generator, the same bits.
     for mode in [AngleMode::Exact, AngleMode::HfCompatible] {
         let rope = Rope::new(RopeConfig::new(32, 5e5).with_rotary_dim(22).with_angle_mode(mode)).unwrap();
         let cache = rope.build_cache(40).unwrap();
         let mut x0: Vec<f32> = (0..3 * 2 * 32).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
         let mut x1 = x0.clone();
-        let view = View::bshd(3, 2, 32);
-        rope.apply(HeadsMut::new(&mut x0, view), &Apply::start(37)).unwrap();
-        rope.apply(HeadsMut::new(&mut x1, view), &Apply::start(37).with_table(cache.table())).unwrap();
+        let view = View::token_major(3, 2, 32);
+        rope.apply(HeadsMut::new(&mut x0, view), &ApplyOptions::start(37)).unwrap();
+        rope.apply(HeadsMut::new(&mut x1, view), &ApplyOptions::start(37).with_table(cache.table())).unwrap();
         assert!(x0.iter().zip(&x1).all(|(a, b)| a.to_bits() == b.to_bits()));
         let (mut c, mut s) = ([0.0f32; 11], [0.0f32; 11]);
         rope.fill_table(39, &mut c, &mut s).unwrap();

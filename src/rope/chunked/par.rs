@@ -3,7 +3,7 @@
 use super::{PreparedCall, TokenChunk};
 use crate::element::Element;
 use crate::error::RopeError;
-use crate::rope::{Apply, Heads, HeadsMut, Rope};
+use crate::rope::{ApplyOptions, Heads, HeadsMut, Rope};
 
 /// Smallest chunk handed to another rayon task, in elements (over q and k): 32 Ki elements
 /// (128 KiB of f32) take some tens of microseconds even on the fastest tier, well above
@@ -63,7 +63,7 @@ impl Rope<'_> {
         &self,
         q: HeadsMut<'_, T>,
         k: Option<HeadsMut<'_, T>>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         par_run(self.prepare_qk(q, k, opts)?);
         Ok(())
@@ -73,7 +73,11 @@ impl Rope<'_> {
     ///
     /// # Errors
     /// Those of [`Rope::apply`]; nothing is written.
-    pub fn par_apply<T: Element>(&self, x: HeadsMut<'_, T>, opts: &Apply<'_>) -> Result<(), RopeError> {
+    pub fn par_apply<T: Element>(
+        &self,
+        x: HeadsMut<'_, T>,
+        opts: &ApplyOptions<'_>,
+    ) -> Result<(), RopeError> {
         par_run(self.prepare(x, opts)?);
         Ok(())
     }
@@ -87,7 +91,7 @@ impl Rope<'_> {
         q: Heads<'_, T>,
         q_out: HeadsMut<'_, T>,
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         par_run(self.prepare_qk_into(q, q_out, k, opts)?);
         Ok(())
@@ -101,7 +105,7 @@ impl Rope<'_> {
         &self,
         x: Heads<'_, T>,
         out: HeadsMut<'_, T>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         par_run(self.prepare_into(x, out, opts)?);
         Ok(())

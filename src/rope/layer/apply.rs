@@ -4,11 +4,11 @@
 use super::overlap::sets_overlap;
 use super::slots::{check_batch, check_slots, same_slots, sequences};
 use super::writes::{ErasedDest, Part, Step, Target};
-use super::{Batch, Dest, HeadSet, LayerApply, Qkv, Slots};
+use super::{Batch, Dest, HeadSet, LayerOptions, Qkv, Slots};
 use crate::element::Element;
 use crate::error::{Operand, RopeError};
 use crate::kernels::{self, q8_0::CacheElement};
-use crate::rope::{Apply, Positions, Rope, RopeView, TokenParams};
+use crate::rope::{ApplyOptions, Positions, Rope, RopeView, TokenParams};
 
 impl RopeView<'_> {
     /// Every check of an attention-layer call, in the documented order (see
@@ -21,7 +21,7 @@ impl RopeView<'_> {
         len: usize,
         tokens: usize,
         parts: &[Part<'_>; 3],
-        opts: &LayerApply<'_>,
+        opts: &LayerOptions<'_>,
     ) -> Result<Option<u64>, RopeError> {
         let hd = self.params.head_dim;
         // 1. The sets in the fused buffer.
@@ -94,11 +94,11 @@ impl RopeView<'_> {
         &self,
         tokens: usize,
         parts: &[Part<'_>; 3],
-        opts: &LayerApply<'_>,
+        opts: &LayerOptions<'_>,
         seq_len: u64,
     ) -> Result<(), RopeError> {
         let apply =
-            Apply { positions: Positions::Start(0), cos_sin: opts.cos_sin, direction: opts.direction };
+            ApplyOptions { positions: Positions::Start(0), cos_sin: opts.cos_sin, direction: opts.direction };
         let p = self.token_params(&apply, tokens);
         // Prefetch as the in-place calls do (`rotate_tokens`): when the rotated input of the
         // whole call exceeds the threshold.
@@ -247,7 +247,7 @@ impl Rope<'_> {
         q: Dest<'_, Q>,
         k: Dest<'_, K>,
         v: Dest<'_, V>,
-        opts: &LayerApply<'_>,
+        opts: &LayerOptions<'_>,
     ) -> Result<(), RopeError> {
         self.apply_layer_erased(qkv, ErasedDest::new(q), ErasedDest::new(k), ErasedDest::new(v), opts)
     }
@@ -264,7 +264,7 @@ impl Rope<'_> {
         q: ErasedDest<'_>,
         k: ErasedDest<'_>,
         v: ErasedDest<'_>,
-        opts: &LayerApply<'_>,
+        opts: &LayerOptions<'_>,
     ) -> Result<(), RopeError> {
         let r = self.view();
         let hd = r.params.head_dim;
@@ -304,11 +304,11 @@ impl Rope<'_> {
         tokens: usize,
         q: HeadSet,
         k: Option<HeadSet>,
-        opts: &Apply<'_>,
+        opts: &ApplyOptions<'_>,
     ) -> Result<(), RopeError> {
         let sets = [q, k.unwrap_or_default(), HeadSet::default()];
         let k = if k.is_some() { Dest::<T>::InPlace } else { Dest::Skip };
-        let layer = LayerApply {
+        let layer = LayerOptions {
             batch: Batch::Single(opts.positions),
             cos_sin: opts.cos_sin,
             direction: opts.direction,

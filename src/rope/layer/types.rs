@@ -1,6 +1,6 @@
 //! The types that describe an attention-layer call: the head sets of the fused buffer
 //! ([`HeadSet`]), the cache addressing ([`CacheLayout`], [`Slots`]), the destinations
-//! ([`Dest`]), the batch ([`Batch`]), the input ([`Qkv`]) and the options ([`LayerApply`]).
+//! ([`Dest`]), the batch ([`Batch`]), the input ([`Qkv`]) and the options ([`LayerOptions`]).
 
 use crate::error::{Operand, RopeError};
 use crate::rope::{CosSin, Direction, Positions};
@@ -325,7 +325,7 @@ impl<'a, I> Qkv<'a, I> {
 /// Per-call options of an attention-layer call. `Default`: one sequence at positions from 0,
 /// cos/sin on the fly, forward. `Copy`, 88 bytes on 64-bit targets.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct LayerApply<'a> {
+pub struct LayerOptions<'a> {
     /// The tokens' sequences and positions.
     pub batch: Batch<'a>,
     /// cos/sin source (a table is indexed by position).
@@ -334,10 +334,14 @@ pub struct LayerApply<'a> {
     pub direction: Direction,
 }
 
-impl<'a> LayerApply<'a> {
+/// The old name of [`LayerOptions`].
+#[deprecated(since = "0.2.0", note = "renamed to `LayerOptions`")]
+pub type LayerApply<'a> = LayerOptions<'a>;
+
+impl<'a> LayerOptions<'a> {
     /// Options for a batch.
     pub fn batch(batch: Batch<'a>) -> Self {
-        LayerApply { batch, ..LayerApply::default() }
+        LayerOptions { batch, ..LayerOptions::default() }
     }
 
     /// Builder: use a cos/sin table (rows indexed by position).

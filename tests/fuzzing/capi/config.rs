@@ -8,7 +8,7 @@ use std::ptr;
 
 use rope_kernels::dispatch;
 use rope_kernels::{
-    AngleMode, Layout, LongRopeParams, Rope, RopeConfig, RopeError, Scaling, YarnParams, MAX_PAIRS,
+    AngleMode, LongRopeParams, PairLayout, Rope, RopeConfig, RopeError, Scaling, YarnParams, MAX_PAIRS,
 };
 use rope_kernels_capi::{self as c, rope_status};
 
@@ -311,9 +311,9 @@ impl Config {
             head_dim: v.head_dim,
             rotary_dim: v.rotary_dim,
             layout: if v.layout == c::ROPE_LAYOUT_INTERLEAVED {
-                Layout::Interleaved
+                PairLayout::Interleaved
             } else {
-                Layout::HalfSplit
+                PairLayout::HalfSplit
             },
             theta: v.theta,
             scaling,

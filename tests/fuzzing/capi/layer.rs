@@ -14,7 +14,7 @@ use std::ptr::{self, addr_of_mut};
 
 use rope_kernels::{
     bf16, f16, Batch, BlockQ8_0, CacheElement, CacheLayout, CosSin, CosSinTable, Dest, Direction, Element,
-    HeadSet, LayerApply, Positions, Qkv, Rope, RopeError, Slots, View,
+    HeadSet, LayerOptions, Positions, Qkv, Rope, RopeError, Slots, View,
 };
 use rope_kernels_capi::{self as c, rope_status};
 
@@ -272,7 +272,7 @@ impl DestArg {
         let (size, align) = layout_of(if dtype <= 3 { dtype } else { 0 });
         let hl = need.head_len;
         let (heads, tokens) = (need.set.heads, need.tokens);
-        let mut view = View::bshd(tokens, heads, hl);
+        let mut view = View::token_major(tokens, heads, hl);
         let nb = 1 + usize::from(raw.blocks % 4);
         let bs = 1 + usize::from((raw.blocks >> 2) % 8);
         let mut layout = CacheLayout::nhd(nb, bs, heads, hl);
@@ -282,9 +282,9 @@ impl DestArg {
                 view = match raw.shape % 5 {
                     0 => view,
                     1 => View { token_stride: heads * (hl + pad) + pad, head_stride: hl + pad, ..view },
-                    2 => View::bshd(tokens, heads + 1, hl),
-                    3 => View::bhsd(tokens, heads, hl),
-                    _ => View::bshd(tokens.saturating_sub(1), heads, hl),
+                    2 => View::token_major(tokens, heads + 1, hl),
+                    3 => View::head_major(tokens, heads, hl),
+                    _ => View::token_major(tokens.saturating_sub(1), heads, hl),
                 };
                 extent(&view, hl)
             }
@@ -494,7 +494,7 @@ fn typed<I: Element + Plain, Q: CacheElement + Plain, K: CacheElement + Plain, V
     tokens: usize,
     sets: [HeadSet; 3],
     dests: [RustDest<'_>; 3],
-    opts: &LayerApply<'_>,
+    opts: &LayerOptions<'_>,
 ) -> Result<[Vec<u8>; 4], RopeError> {
     fn dest<'a, O: Plain>(d: &'a RustDest<'a>, buf: &'a mut [O]) -> Dest<'a, O> {
         match d.kind {
@@ -549,7 +549,7 @@ fn oracle(
     tokens: usize,
     sets: [HeadSet; 3],
     dests: [RustDest<'_>; 3],
-    opts: &LayerApply<'_>,
+    opts: &LayerOptions<'_>,
 ) -> Result<[Vec<u8>; 4], RopeError> {
     fn q<I: Element + Plain>(
         r: &Rope,
@@ -558,7 +558,7 @@ fn oracle(
         t: usize,
         s: [HeadSet; 3],
         d: [RustDest<'_>; 3],
-        o: &LayerApply<'_>,
+        o: &LayerOptions<'_>,
     ) -> Result<[Vec<u8>; 4], RopeError> {
         by_dtype!(dt[1], Q => by_dtype!(dt[2], K => by_dtype!(dt[3], V => typed::<I, Q, K, V>(r, x, t, s, d, o))))
     }
@@ -826,7 +826,7 @@ pub fn layer(ctx: &mut Ctx<'_>, cfg: &Config, handle: &Handle, raw: &LayerRaw) {
         } else {
             CosSin::OnTheFly
         };
-        let opts = LayerApply { batch, cos_sin, direction };
+        let opts = LayerOptions { batch, cos_sin, direction };
         let rd = [0, 1, 2].map(|i| dests[i].rust(&maps[i].0, &maps[i].1));
         let dt = [
             in_dtype,

@@ -7,7 +7,8 @@ use std::ptr::{self, addr_of_mut};
 
 use rope_kernels::dispatch;
 use rope_kernels::{
-    bf16, f16, Apply, CosSin, CosSinTable, Direction, Heads, HeadsMut, Positions, RopeError, Tier, View,
+    bf16, f16, ApplyOptions, CosSin, CosSinTable, Direction, Heads, HeadsMut, Positions, RopeError, Tier,
+    View,
 };
 use rope_kernels_capi::{self as c, rope_status};
 
@@ -559,9 +560,9 @@ impl Opts {
         cos: &'a [f32],
         sin: &'a [f32],
         pairs: usize,
-    ) -> Result<Apply<'a>, RopeError> {
+    ) -> Result<ApplyOptions<'a>, RopeError> {
         if self.null {
-            return Ok(Apply::default());
+            return Ok(ApplyOptions::default());
         }
         let v = &self.value;
         let positions = if v.position_mode == c::ROPE_POSITIONS_IDS {
@@ -575,7 +576,7 @@ impl Opts {
         } else {
             CosSin::OnTheFly
         };
-        Ok(Apply { positions, cos_sin, direction })
+        Ok(ApplyOptions { positions, cos_sin, direction })
     }
 
     fn regions(&self) -> [&Region; 4] {

@@ -11,7 +11,7 @@
 //!   cache, and one seed per status of the call (72..80).
 
 use rope_kernels::hf_config::ModelConfig;
-use rope_kernels::{AngleMode, Layout, Scaling};
+use rope_kernels::{AngleMode, PairLayout, Scaling};
 use rope_kernels_capi as c;
 
 use super::super::config_json::CONFIGS;
@@ -82,7 +82,7 @@ fn case(config: ConfigRaw, handle: HandleRaw, ops: Vec<Op>) -> Vec<u8> {
 fn real_config(m: &ModelConfig) -> ConfigRaw {
     let r = &m.rope;
     let mut c = config(r.head_dim, r.rotary_dim, r.theta);
-    c.layout = EnumRaw::valid(u32::from(r.layout == Layout::Interleaved));
+    c.layout = EnumRaw::valid(u32::from(r.layout == PairLayout::Interleaved));
     c.angle_mode = EnumRaw::valid(u32::from(r.angle_mode == AngleMode::HfCompatible));
     let exact = F64Raw::exact;
     let opt = |v: Option<f64>| (u8::from(v.is_some()), exact(v.unwrap_or(0.0)));

@@ -2,7 +2,7 @@
 //! and views, the positions and the cos/sin source, read from fuzz input by [`DiffCase::read`]
 //! and written back as a seed.
 
-use rope_kernels::{AngleMode, Layout, LongRopeParams, RopeConfig, Scaling, View, YarnParams};
+use rope_kernels::{AngleMode, LongRopeParams, PairLayout, RopeConfig, Scaling, View, YarnParams};
 
 use super::super::input::{Input, Seed};
 
@@ -53,7 +53,7 @@ impl ConfigSpec {
     }
 
     /// The spec of a configuration (scaling: `scaling`, `p1..p3`, `orig` as given).
-    pub fn new(head_dim: usize, rotary_dim: usize, layout: Layout, theta_index: u8) -> Self {
+    pub fn new(head_dim: usize, rotary_dim: usize, layout: PairLayout, theta_index: u8) -> Self {
         let hd = if head_dim <= 96 {
             (head_dim - 1) as u16
         } else {
@@ -64,7 +64,7 @@ impl ConfigSpec {
         ConfigSpec {
             hd,
             rd: (rotary_dim / 2 - 1) as u16,
-            interleaved: layout == Layout::Interleaved,
+            interleaved: layout == PairLayout::Interleaved,
             hf_angles: false,
             theta: theta_index,
             scaling: 0,
@@ -147,7 +147,7 @@ impl ConfigSpec {
         RopeConfig {
             head_dim: hd,
             rotary_dim: rd,
-            layout: if self.interleaved { Layout::Interleaved } else { Layout::HalfSplit },
+            layout: if self.interleaved { PairLayout::Interleaved } else { PairLayout::HalfSplit },
             theta: THETAS[usize::from(self.theta) % THETAS.len()],
             scaling,
             angle_mode: if self.hf_angles { AngleMode::HfCompatible } else { AngleMode::Exact },
@@ -216,8 +216,8 @@ impl TensorSpec {
     pub(super) fn view(&self, tokens: usize, heads: usize, hd: usize) -> View {
         let (a, b) = (usize::from(self.a % 4), usize::from(self.b % 8));
         match self.kind % 5 {
-            0 => View::bshd(tokens, heads, hd),
-            1 => View::bhsd(tokens, heads, hd),
+            0 => View::token_major(tokens, heads, hd),
+            1 => View::head_major(tokens, heads, hd),
             2 if self.s1.is_multiple_of(2) => {
                 View { tokens, heads, token_stride: heads * (hd + a) + b, head_stride: hd + a }
             }

@@ -106,7 +106,7 @@ pub(crate) unsafe fn norm_rope_heads<S: Simd, T: SimdElement>(s: S, a: &NormRope
     if a.after {
         let (r, lanes) = (&a.rotate, S::LANES);
         if !T::F32
-            || r.layout != Layout::HalfSplit
+            || r.layout != PairLayout::HalfSplit
             || 2 * r.cos.len() != r.head_dim
             || r.head_dim % (2 * lanes) != 0
         {
@@ -126,18 +126,18 @@ pub(crate) unsafe fn norm_rope_heads<S: Simd, T: SimdElement>(s: S, a: &NormRope
     // SAFETY: forwarded from the caller.
     unsafe {
         match (a.form, a.rotate.layout, any_nan(s, a.weight)) {
-            (NormForm::OnePlus, Layout::HalfSplit, false) => {
+            (NormForm::OnePlus, PairLayout::HalfSplit, false) => {
                 norm_rope_in::<S, T, { ONE_PLUS | QUIET }, false>(s, a)
             }
-            (NormForm::OnePlus, Layout::Interleaved, false) => {
+            (NormForm::OnePlus, PairLayout::Interleaved, false) => {
                 norm_rope_in::<S, T, { ONE_PLUS | QUIET }, true>(s, a)
             }
-            (_, Layout::HalfSplit, false) => norm_rope_in::<S, T, { WEIGHTED | QUIET }, false>(s, a),
-            (_, Layout::Interleaved, false) => norm_rope_in::<S, T, { WEIGHTED | QUIET }, true>(s, a),
-            (NormForm::OnePlus, Layout::HalfSplit, true) => norm_rope_in::<S, T, ONE_PLUS, false>(s, a),
-            (NormForm::OnePlus, Layout::Interleaved, true) => norm_rope_in::<S, T, ONE_PLUS, true>(s, a),
-            (_, Layout::HalfSplit, true) => norm_rope_in::<S, T, WEIGHTED, false>(s, a),
-            (_, Layout::Interleaved, true) => norm_rope_in::<S, T, WEIGHTED, true>(s, a),
+            (_, PairLayout::HalfSplit, false) => norm_rope_in::<S, T, { WEIGHTED | QUIET }, false>(s, a),
+            (_, PairLayout::Interleaved, false) => norm_rope_in::<S, T, { WEIGHTED | QUIET }, true>(s, a),
+            (NormForm::OnePlus, PairLayout::HalfSplit, true) => norm_rope_in::<S, T, ONE_PLUS, false>(s, a),
+            (NormForm::OnePlus, PairLayout::Interleaved, true) => norm_rope_in::<S, T, ONE_PLUS, true>(s, a),
+            (_, PairLayout::HalfSplit, true) => norm_rope_in::<S, T, WEIGHTED, false>(s, a),
+            (_, PairLayout::Interleaved, true) => norm_rope_in::<S, T, WEIGHTED, true>(s, a),
         }
     }
     true

@@ -108,9 +108,9 @@ crate::kernels::tier_boundary! {
         }
         match a.layout {
             // SAFETY: forwarded.
-            crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
+            crate::kernels::PairLayout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
             // SAFETY: forwarded.
-            crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
+            crate::kernels::PairLayout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
         }
     }
 

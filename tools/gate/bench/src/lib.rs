@@ -27,7 +27,7 @@
 mod slowdown;
 
 use rope_kernels::dispatch::available_tiers;
-use rope_kernels::{bf16, f16, Apply, Element, HeadsMut, Layout, Rope, RopeCache, RopeConfig, Tier, View};
+use rope_kernels::{bf16, f16, ApplyOptions, Element, HeadsMut, PairLayout, Rope, RopeCache, RopeConfig, Tier, View};
 
 /// How a case calls the library.
 #[derive(Clone, Copy, Debug)]
@@ -52,22 +52,22 @@ pub struct Case {
     pub name: &'static str,
     kind: Kind,
     dtype: Dtype,
-    layout: Layout,
+    layout: PairLayout,
     head_dim: usize,
     rotary_dim: usize,
 }
 
-const HS: Layout = Layout::HalfSplit;
-const IL: Layout = Layout::Interleaved;
+const HS: PairLayout = PairLayout::HalfSplit;
+const IL: PairLayout = PairLayout::Interleaved;
 const DECODE: Kind = Kind::Apply { tokens: 1, q_heads: 32, k_heads: 8, start: 1000, table: true };
 const PREFILL: Kind = Kind::Apply { tokens: 64, q_heads: 8, k_heads: 0, start: 0, table: true };
 const ON_THE_FLY: Kind = Kind::Apply { tokens: 64, q_heads: 8, k_heads: 0, start: 0, table: false };
 
-const fn case(name: &'static str, kind: Kind, dtype: Dtype, layout: Layout) -> Case {
+const fn case(name: &'static str, kind: Kind, dtype: Dtype, layout: PairLayout) -> Case {
     Case { name, kind, dtype, layout, head_dim: 128, rotary_dim: 128 }
 }
 
-const fn tail(name: &'static str, layout: Layout) -> Case {
+const fn tail(name: &'static str, layout: PairLayout) -> Case {
     Case { name, kind: PREFILL, dtype: Dtype::F32, layout, head_dim: 64, rotary_dim: 24 }
 }
 
@@ -256,13 +256,13 @@ impl<T: Element> Call<T> {
     /// The case's call itself (no slowdown).
     fn call(&mut self) {
         let s = self.shape;
-        let mut opts = Apply::start(s.start);
+        let mut opts = ApplyOptions::start(s.start);
         if let Some(c) = &self.cache {
             opts = opts.with_table(c.table());
         }
-        let q = HeadsMut::new(self.q.slice(), View::bshd(s.tokens, s.q_heads, s.head_dim));
+        let q = HeadsMut::new(self.q.slice(), View::token_major(s.tokens, s.q_heads, s.head_dim));
         let k = (s.k_heads > 0)
-            .then(|| HeadsMut::new(self.k.slice(), View::bshd(s.tokens, s.k_heads, s.head_dim)));
+            .then(|| HeadsMut::new(self.k.slice(), View::token_major(s.tokens, s.k_heads, s.head_dim)));
         self.rope.apply_qk(q, k, std::hint::black_box(&opts)).unwrap();
     }
 
