@@ -6,13 +6,13 @@
 //! output that is bit-identical across every CPU tier.
 //!
 //! ```
-//! use rope_kernels::{Apply, HeadsMut, Rope, RopeConfig, View};
+//! use rope_kernels::{ApplyOptions, HeadsMut, Rope, RopeConfig, View};
 //!
 //! // Llama-2-7B: head_dim 128, theta 10000, GQA-free; 4 tokens of 32 heads.
 //! let rope = Rope::new(RopeConfig::new(128, 10_000.0))?;
 //! let mut q = vec![0.5f32; 4 * 32 * 128];
-//! let view = View::bshd(4, 32, 128);
-//! rope.apply(HeadsMut::new(&mut q, view), &Apply::start(0))?;
+//! let view = View::token_major(4, 32, 128);
+//! rope.apply(HeadsMut::new(&mut q, view), &ApplyOptions::start(0))?;
 //! # Ok::<(), rope_kernels::RopeError>(())
 //! ```
 //!
@@ -21,22 +21,22 @@
 //! Tensors are `[tokens][heads][head_dim]` with strides in elements ([`View`]: BSHD, BHSD,
 //! rows of a fused QKV buffer); element types are `f32`, [`f16`](struct@f16) and [`bf16`](struct@bf16) (math in
 //! f32, one rounding per stored element). Positions are token indices: a start offset
-//! ([`Apply::start`]) or one `position_ids` entry per token ([`Apply::ids`]).
+//! ([`ApplyOptions::start`]) or one `position_ids` entry per token ([`ApplyOptions::ids`]).
 //!
 //! | job | call |
 //! |---|---|
-//! | configure once per model | [`RopeConfig`] (+ [`Scaling`], [`Layout`], [`AngleMode`]) → [`Rope::new`]; from a Hugging Face `config.json`: `hf_config::ModelConfig` (feature `hf-config`) |
+//! | configure once per model | [`RopeConfig`] (+ [`Scaling`], [`PairLayout`], [`AngleMode`]) → [`Rope::new`]; from a Hugging Face `config.json`: `hf_config::ModelConfig` (feature `hf-config`) |
 //! | rotate q (or k) in place | [`Rope::apply`] |
 //! | rotate q and k of one step in one call (GQA: different head counts) | [`Rope::apply_qk`] |
 //! | read one buffer, write the rotated heads to another (ggml / ONNX Runtime form) | [`Rope::apply_into`], [`Rope::apply_qk_into`] |
 //! | per-head QK norm (Qwen3, Gemma 3 before RoPE; Llama 4 after) and RoPE in one pass | [`Rope::apply_qk_norm`], [`Rope::apply_qk_norm_into`] with a [`QkNorm`]; the norm alone: [`Rope::norm_qk`] |
-//! | one attention layer: q, k (and v) as head sets of the fused QKV buffer, rotated in place or into other types (f32, f16, bf16, ggml `q8_0`), k/v appended to KV-cache rows (`slot_mapping`, paged `block_table`), ragged batches | [`Rope::apply_layer`] with [`Qkv`], [`HeadSet`], [`Dest`], [`CacheLayout`], [`Slots`], [`LayerApply`], [`Batch`]; q and k in place only: [`Rope::apply_head_sets`] |
+//! | one attention layer: q, k (and v) as head sets of the fused QKV buffer, rotated in place or into other types (f32, f16, bf16, ggml `q8_0`), k/v appended to KV-cache rows (`slot_mapping`, paged `block_table`), ragged batches | [`Rope::apply_layer`] with [`Qkv`], [`HeadSet`], [`Dest`], [`CacheLayout`], [`Slots`], [`LayerOptions`], [`Batch`]; q and k in place only: [`Rope::apply_head_sets`] |
 //! | validate once, then run in token chunks, e.g. on your own thread pool | [`Rope::prepare`], [`Rope::prepare_qk`], [`Rope::prepare_into`], [`Rope::prepare_qk_into`] → [`PreparedCall`] → [`TokenChunk`] (`Send`) |
 //! | split a call over rayon's pool | `Rope::par_apply*` (feature `rayon`) |
 //! | build in caller memory sized to the model, no large value on the stack (microcontrollers) | [`RopeParams`] → [`Rope::new_in`] into slices of [`Rope::table_lens`] elements: a `Rope<'a>` borrowing them, with every method of [`Rope`] |
-//! | cos/sin from a table instead of on the fly | a caller buffer: [`Rope::fill_table`] + [`CosSinTable`] (no allocation); a cache: `Rope::build_cache` → `RopeCache` (feature `alloc`); pass it with [`Apply::with_table`] |
+//! | cos/sin from a table instead of on the fly | a caller buffer: [`Rope::fill_table`] + [`CosSinTable`] (no allocation); a cache: `Rope::build_cache` → `RopeCache` (feature `alloc`); pass it with [`ApplyOptions::with_table`] |
 //! | the frequencies themselves (`inv_freq`, `attention_factor`) | [`Rope::frequencies`], [`Frequencies::new`]; HF's own f32 `inv_freq`: [`Rope::with_hf_inv_freq`] |
-//! | multimodal RoPE: Qwen2-VL / Qwen2.5-VL (sectioned) and Qwen3-VL (interleaved) MRoPE, the ViT's 2-D RoPE | [`MRope`], [`VisionRope`] with [`MRopeApply`] / [`VisionApply`]; positions: [`MRopeIndex`], [`vision_position_ids`]; on any [`Rope`]: [`Rope::apply_mrope_qk`], [`Rope::apply_vision_qk`] |
+//! | multimodal RoPE: Qwen2-VL / Qwen2.5-VL (sectioned) and Qwen3-VL (interleaved) MRoPE, the ViT's 2-D RoPE | [`MRope`], [`VisionRope`] with [`MRopeOptions`] / [`VisionOptions`]; positions: [`MRopeIndex`], [`vision_position_ids`]; on any [`Rope`]: [`Rope::apply_mrope_qk`], [`Rope::apply_vision_qk`] |
 //! | sinusoidal, learned absolute, relative buckets, ALiBi | [`encodings`] |
 //! | choose or cap the CPU tier | [`dispatch`] (process-wide), [`Rope::with_tier`] (one handle) |
 //! | from C | the `rope-kernels-capi` package: `librope_kernels.a`/`.so` and `include/rope_kernels.h` (see README) |

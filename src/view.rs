@@ -6,8 +6,8 @@ use crate::error::{Operand, RopeError};
 /// contiguous elements. Element `(t, h, d)` is at `t * token_stride + h * head_stride + d`.
 ///
 /// Strides are in elements, not bytes. Common cases:
-/// - BSHD (`[tokens][heads][head_dim]`, HF after `view`): [`View::bshd`];
-/// - BHSD (`[heads][tokens][head_dim]`, HF after `transpose(1, 2)`): [`View::bhsd`];
+/// - BSHD (`[tokens][heads][head_dim]`, HF after `view`): [`View::token_major`];
+/// - BHSD (`[heads][tokens][head_dim]`, HF after `transpose(1, 2)`): [`View::head_major`];
 /// - a fused QKV projection output: `token_stride = (q_heads + 2 * kv_heads) * head_dim`.
 ///
 /// Rows must not share elements; the check is that the strides nest: sorting the two
@@ -19,9 +19,9 @@ use crate::error::{Operand, RopeError};
 /// use rope_kernels::View;
 ///
 /// // 3 tokens, 2 heads, head_dim 4, as HF lays out q before and after `transpose(1, 2)`.
-/// let bshd = View::bshd(3, 2, 4);
+/// let bshd = View::token_major(3, 2, 4);
 /// assert_eq!((bshd.token_stride, bshd.head_stride), (8, 4));
-/// let bhsd = View::bhsd(3, 2, 4);
+/// let bhsd = View::head_major(3, 2, 4);
 /// assert_eq!((bhsd.token_stride, bhsd.head_stride), (4, 12));
 /// // Element (t, h, d) = (2, 1, 3):
 /// assert_eq!(2 * bhsd.token_stride + bhsd.head_stride + 3, 23);
@@ -75,7 +75,7 @@ impl View {
     /// use rope_kernels::{Operand, RopeError, View};
     ///
     /// let hd = 64;
-    /// assert_eq!(View::bshd(3, 2, hd).validate(hd, 3 * 2 * hd, Operand::Q), Ok(384));
+    /// assert_eq!(View::token_major(3, 2, hd).validate(hd, 3 * 2 * hd, Operand::Q), Ok(384));
     /// // A head stride below head_dim makes heads share elements.
     /// let overlapping = View { tokens: 3, heads: 2, token_stride: 128, head_stride: 32 };
     /// assert_eq!(

@@ -593,7 +593,7 @@ fn gqa_one_call() {
 // ---------------------------------------------------------------------------------------
 // 4. Positions and cos/sin sources.
 
-/// `Apply::start(s)` equals `Apply::ids(s..s + n)` bit for bit, up to the last position
+/// `ApplyOptions::start(s)` equals `ApplyOptions::ids(s..s + n)` bit for bit, up to the last position
 /// `u32::MAX`; shuffled, repeated `position_ids` rotate each token at its own id.
 #[test]
 fn position_ids_vs_start() {

@@ -266,13 +266,13 @@ pub(super) fn tokens_per_second_of(
 /// spec's `position_offset` 1 is included), and the class token, at index `idx * idx`, gets
 /// position 0 on both axes: angle `0 * inv_freq = 0` for every pair, which leaves it
 /// unchanged as transformers' masked angle does. Pass the streams as they are,
-/// `VisionApply::ids([&x, &y])`, to the encoder's [`VisionRope`](crate::VisionRope)
+/// `VisionOptions::ids([&x, &y])`, to the encoder's [`VisionRope`](crate::VisionRope)
 /// ([`ModelConfig::vision_rope`](super::ModelConfig::vision_rope)), not through
 /// [`VisionRopeSpec::fill_position_ids`] (which would add the offset again).
 ///
 /// ```
 /// use rope_kernels::hf_config::{llama4_vision_position_ids, ModelConfig};
-/// use rope_kernels::{HeadsMut, View, VisionApply};
+/// use rope_kernels::{HeadsMut, View, VisionOptions};
 ///
 /// let json = r#"{"model_type": "llama4",
 ///     "text_config": {"model_type": "llama4_text", "head_dim": 128, "hidden_size": 5120,
@@ -290,7 +290,7 @@ pub(super) fn tokens_per_second_of(
 /// // The encoder's 2-D RoPE (head_dim 1408 / 16 = 88): the class token stays as it is.
 /// let vit = model.vision_rope()?.unwrap();
 /// let mut q = vec![0.5f32; n * 16 * 88];
-/// vit.apply(HeadsMut::new(&mut q, View::bshd(n, 16, 88)), &VisionApply::ids([&x, &y]))?;
+/// vit.apply(HeadsMut::new(&mut q, View::token_major(n, 16, 88)), &VisionOptions::ids([&x, &y]))?;
 /// assert!(q[(n - 1) * 16 * 88..].iter().all(|v| *v == 0.5));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

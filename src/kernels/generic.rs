@@ -686,9 +686,9 @@ pub(crate) unsafe fn rotate<S: Simd, T: SimdElement>(s: S, a: &RotateArgs<'_, T>
 
 /// The `L` of [`rotate_in`] that compiles both layouts' kernels and branches on `a.layout`.
 pub(crate) const EITHER_LAYOUT: u8 = 0;
-/// The `L` of [`rotate_in`] for `Layout::HalfSplit` only.
+/// The `L` of [`rotate_in`] for `PairLayout::HalfSplit` only.
 pub(crate) const HALF_SPLIT: u8 = 1;
-/// The `L` of [`rotate_in`] for `Layout::Interleaved` only.
+/// The `L` of [`rotate_in`] for `PairLayout::Interleaved` only.
 pub(crate) const INTERLEAVED: u8 = 2;
 
 /// [`rotate`] for one layout ([`HALF_SPLIT`], [`INTERLEAVED`]: the caller has checked

@@ -18,7 +18,7 @@
 //!           y1 = (x1 * cos) + (x0 * sin)                y1 = (x1 * cos) - (x0 * sin)
 //! ```
 //!
-//! where `(x0, x1)` is a pair (see [`Layout`](crate::Layout)), then each result is rounded
+//! where `(x0, x1)` is a pair (see [`PairLayout`](crate::PairLayout)), then each result is rounded
 //! once to the element type ([`Element::from_f32`](crate::Element::from_f32)).
 
 use half::{bf16, f16};

@@ -35,8 +35,8 @@ pub enum AxisRows<'a, const N: usize> {
 }
 
 /// Per-call options of a multi-stream RoPE: the rows and the direction. `N` is the number
-/// of position streams: 3 for [`MRopeApply`](crate::MRopeApply), 2 for
-/// [`VisionApply`](crate::VisionApply).
+/// of position streams: 3 for [`MRopeOptions`](crate::MRopeOptions), 2 for
+/// [`VisionOptions`](crate::VisionOptions).
 #[derive(Clone, Copy, Debug)]
 pub struct AxisOptions<'a, const N: usize> {
     /// cos/sin source.

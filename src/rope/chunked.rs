@@ -81,7 +81,7 @@ impl Shared<'_> {
 /// once here, from the largest position of the whole call, not per chunk.
 ///
 /// ```
-/// use rope_kernels::{Apply, HeadsMut, Rope, RopeConfig, View};
+/// use rope_kernels::{ApplyOptions, HeadsMut, Rope, RopeConfig, View};
 ///
 /// // Llama-3-8B prefill of 64 tokens, q (32 heads) and k (8 heads), on 2 scoped threads.
 /// let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
@@ -91,9 +91,9 @@ impl Shared<'_> {
 /// let (mut q1, mut k1) = (q.clone(), k.clone());
 ///
 /// let mut call = rope.prepare_qk(
-///     HeadsMut::new(&mut q, View::bshd(tokens, 32, hd)),
-///     Some(HeadsMut::new(&mut k, View::bshd(tokens, 8, hd))),
-///     &Apply::start(100),
+///     HeadsMut::new(&mut q, View::token_major(tokens, 32, hd)),
+///     Some(HeadsMut::new(&mut k, View::token_major(tokens, 8, hd))),
+///     &ApplyOptions::start(100),
 /// )?;
 /// std::thread::scope(|s| {
 ///     for chunk in call.parts(2) {
@@ -104,9 +104,9 @@ impl Shared<'_> {
 ///
 /// // The same as one single-threaded call, bit for bit.
 /// rope.apply_qk(
-///     HeadsMut::new(&mut q1, View::bshd(tokens, 32, hd)),
-///     Some(HeadsMut::new(&mut k1, View::bshd(tokens, 8, hd))),
-///     &Apply::start(100),
+///     HeadsMut::new(&mut q1, View::token_major(tokens, 32, hd)),
+///     Some(HeadsMut::new(&mut k1, View::token_major(tokens, 8, hd))),
+///     &ApplyOptions::start(100),
 /// )?;
 /// assert!(q.iter().zip(&q1).all(|(a, b)| a.to_bits() == b.to_bits()));
 /// assert!(k.iter().zip(&k1).all(|(a, b)| a.to_bits() == b.to_bits()));

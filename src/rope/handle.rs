@@ -33,7 +33,7 @@ use alloc::boxed::Box;
 /// no-op. A call that returns an error has written nothing.
 ///
 /// ```
-/// use rope_kernels::{Apply, HeadsMut, Rope, RopeParams, View};
+/// use rope_kernels::{ApplyOptions, HeadsMut, Rope, RopeParams, View};
 ///
 /// // head_dim 64 in caller memory: 32 pairs, 32 * 3 f64 and 32 f32 of tables (e.g. static
 /// // arrays on a microcontroller).
@@ -43,7 +43,7 @@ use alloc::boxed::Box;
 /// let (mut f64s, mut f32s) = ([0.0f64; 96], [0.0f32; 32]);
 /// let rope = Rope::new_in(&params, None, &mut f64s, &mut f32s)?;
 /// let mut q = [0.5f32; 2 * 4 * 64];
-/// rope.apply(HeadsMut::new(&mut q, View::bshd(2, 4, 64)), &Apply::start(7))?;
+/// rope.apply(HeadsMut::new(&mut q, View::token_major(2, 4, 64)), &ApplyOptions::start(7))?;
 /// # Ok::<(), rope_kernels::RopeError>(())
 /// ```
 ///
@@ -92,10 +92,10 @@ impl Rope<'static> {
     /// [`Rope::new_in`] computes into caller memory, the same bits).
     ///
     /// ```
-    /// use rope_kernels::{Layout, Rope, RopeConfig, RopeError};
+    /// use rope_kernels::{PairLayout, Rope, RopeConfig, RopeError};
     ///
     /// // GPT-J-6B: head_dim 256, rotary_dim 64, interleaved pairs.
-    /// let gptj = RopeConfig::new(256, 10_000.0).with_rotary_dim(64).with_layout(Layout::Interleaved);
+    /// let gptj = RopeConfig::new(256, 10_000.0).with_rotary_dim(64).with_layout(PairLayout::Interleaved);
     /// let rope = Rope::new(gptj)?;
     /// assert_eq!(rope.frequencies().inv_freq().len(), 32);
     /// // An odd rotary_dim cannot be split into pairs.
@@ -339,7 +339,7 @@ impl<'a> Rope<'a> {
     /// ([`Rope::frequencies_at`]); a shorter on-the-fly call may use other ones.
     ///
     /// ```
-    /// use rope_kernels::{Apply, CosSinTable, HeadsMut, Rope, RopeConfig, View};
+    /// use rope_kernels::{ApplyOptions, CosSinTable, HeadsMut, Rope, RopeConfig, View};
     ///
     /// let rope = Rope::new(RopeConfig::new(8, 10_000.0))?;
     /// // The rows of one decode step of 2 tokens at positions 40 and 41, filled by the
@@ -350,8 +350,8 @@ impl<'a> Rope<'a> {
     ///
     /// let mut a = [0.25f32; 2 * 3 * 8];
     /// let mut b = a;
-    /// rope.apply(HeadsMut::new(&mut a, View::bshd(2, 3, 8)), &Apply::start(0).with_table(table))?;
-    /// rope.apply(HeadsMut::new(&mut b, View::bshd(2, 3, 8)), &Apply::start(40))?;
+    /// rope.apply(HeadsMut::new(&mut a, View::token_major(2, 3, 8)), &ApplyOptions::start(0).with_table(table))?;
+    /// rope.apply(HeadsMut::new(&mut b, View::token_major(2, 3, 8)), &ApplyOptions::start(40))?;
     /// assert_eq!(a, b);
     /// # Ok::<(), rope_kernels::RopeError>(())
     /// ```
@@ -381,16 +381,16 @@ impl<'a> Rope<'a> {
     /// Builds a cache of positions `0..max_positions`.
     ///
     /// ```
-    /// use rope_kernels::{Apply, HeadsMut, Rope, RopeConfig, RopeError, View};
+    /// use rope_kernels::{ApplyOptions, HeadsMut, Rope, RopeConfig, RopeError, View};
     ///
     /// let rope = Rope::new(RopeConfig::new(64, 10_000.0))?;
     /// let cache = rope.build_cache(4096)?;
     /// let mut q = vec![1.0f32; 3 * 64];
     /// let positions = [0, 17, 4095];
-    /// let opts = Apply::ids(&positions).with_table(cache.table());
-    /// rope.apply(HeadsMut::new(&mut q, View::bshd(3, 1, 64)), &opts)?;
+    /// let opts = ApplyOptions::ids(&positions).with_table(cache.table());
+    /// rope.apply(HeadsMut::new(&mut q, View::token_major(3, 1, 64)), &opts)?;
     /// // Position 4096 is not in the cache.
-    /// let err = rope.apply(HeadsMut::new(&mut q, View::bshd(1, 1, 64)), &Apply::start(4096).with_table(cache.table()));
+    /// let err = rope.apply(HeadsMut::new(&mut q, View::token_major(1, 1, 64)), &ApplyOptions::start(4096).with_table(cache.table()));
     /// assert_eq!(err, Err(RopeError::PositionOutOfRange { position: 4096, rows: 4096 }));
     /// # Ok::<(), RopeError>(())
     /// ```
@@ -417,18 +417,18 @@ impl<'a> Rope<'a> {
     /// Rotates one tensor in place.
     ///
     /// ```
-    /// use rope_kernels::{f16, Apply, HeadsMut, Rope, RopeConfig, View};
+    /// use rope_kernels::{f16, ApplyOptions, HeadsMut, Rope, RopeConfig, View};
     ///
     /// let rope = Rope::new(RopeConfig::new(4, 10_000.0))?;
     /// // One token, one head: pairs (x0, x2) and (x1, x3) (HalfSplit). At position 0 the
     /// // rotation is the identity; the inverse at the same positions undoes the forward.
     /// let x = [1.0f32, 2.0, 3.0, 4.0].map(f16::from_f32);
     /// let mut y = x;
-    /// rope.apply(HeadsMut::new(&mut y, View::bshd(1, 1, 4)), &Apply::start(0))?;
+    /// rope.apply(HeadsMut::new(&mut y, View::token_major(1, 1, 4)), &ApplyOptions::start(0))?;
     /// assert_eq!(y, x);
-    /// rope.apply(HeadsMut::new(&mut y, View::bshd(1, 1, 4)), &Apply::start(7))?;
+    /// rope.apply(HeadsMut::new(&mut y, View::token_major(1, 1, 4)), &ApplyOptions::start(7))?;
     /// assert_ne!(y, x);
-    /// rope.apply(HeadsMut::new(&mut y, View::bshd(1, 1, 4)), &Apply::start(7).inverse())?;
+    /// rope.apply(HeadsMut::new(&mut y, View::token_major(1, 1, 4)), &ApplyOptions::start(7).inverse())?;
     /// assert!(y.iter().zip(&x).all(|(a, b)| (a.to_f32() - b.to_f32()).abs() < 1e-2));
     /// # Ok::<(), rope_kernels::RopeError>(())
     /// ```
@@ -442,7 +442,7 @@ impl<'a> Rope<'a> {
     /// Rotates q and (optionally) k in place at the same positions.
     ///
     /// ```
-    /// use rope_kernels::{Apply, HeadsMut, Rope, RopeConfig, View};
+    /// use rope_kernels::{ApplyOptions, HeadsMut, Rope, RopeConfig, View};
     ///
     /// // Llama-3-8B shapes (GQA): 32 q heads, 8 kv heads, head_dim 128; a prefill of
     /// // 5 tokens. q is BSHD, k is BHSD (already transposed).
@@ -450,9 +450,9 @@ impl<'a> Rope<'a> {
     /// let mut q = vec![0.5f32; 5 * 32 * 128];
     /// let mut k = vec![0.5f32; 8 * 5 * 128];
     /// rope.apply_qk(
-    ///     HeadsMut::new(&mut q, View::bshd(5, 32, 128)),
-    ///     Some(HeadsMut::new(&mut k, View::bhsd(5, 8, 128))),
-    ///     &Apply::start(0),
+    ///     HeadsMut::new(&mut q, View::token_major(5, 32, 128)),
+    ///     Some(HeadsMut::new(&mut k, View::head_major(5, 8, 128))),
+    ///     &ApplyOptions::start(0),
     /// )?;
     /// // Token 3 of head 0 in BSHD q and BHSD k went through the same rotation.
     /// assert_eq!(q[3 * 32 * 128..3 * 32 * 128 + 128], k[3 * 128..4 * 128]);
@@ -476,14 +476,14 @@ impl<'a> Rope<'a> {
     /// Rotates one tensor out of place (`out` may have its own strides; same shape).
     ///
     /// ```
-    /// use rope_kernels::{Apply, Heads, HeadsMut, Rope, RopeConfig, View};
+    /// use rope_kernels::{ApplyOptions, Heads, HeadsMut, Rope, RopeConfig, View};
     ///
     /// // Phi-2: head_dim 80, rotary_dim 32. Read BSHD, write BHSD.
     /// let rope = Rope::new(RopeConfig::new(80, 10_000.0).with_rotary_dim(32))?;
     /// let x: Vec<f32> = (0..4 * 2 * 80).map(|i| i as f32 / 640.0).collect();
     /// let mut out = vec![0.0f32; x.len()];
-    /// let (src, dst) = (View::bshd(4, 2, 80), View::bhsd(4, 2, 80));
-    /// rope.apply_into(Heads::new(&x, src), HeadsMut::new(&mut out, dst), &Apply::start(10))?;
+    /// let (src, dst) = (View::token_major(4, 2, 80), View::head_major(4, 2, 80));
+    /// rope.apply_into(Heads::new(&x, src), HeadsMut::new(&mut out, dst), &ApplyOptions::start(10))?;
     /// // Dims 32..80 of token 1, head 1 are copied unchanged.
     /// assert_eq!(out[(4 + 1) * 80 + 32..(4 + 2) * 80], x[(2 + 1) * 80 + 32..(2 + 2) * 80]);
     /// # Ok::<(), rope_kernels::RopeError>(())
@@ -504,7 +504,7 @@ impl<'a> Rope<'a> {
     /// their own strides but the shapes of their inputs; pass-through dimensions are copied.
     ///
     /// ```
-    /// use rope_kernels::{Apply, Heads, HeadsMut, Rope, RopeConfig, View};
+    /// use rope_kernels::{ApplyOptions, Heads, HeadsMut, Rope, RopeConfig, View};
     ///
     /// // A fused QKV projection output [tokens][q_heads + 2 * kv_heads][head_dim]: q and k
     /// // are strided views of one buffer, read in place and written to separate tensors.
@@ -518,9 +518,9 @@ impl<'a> Rope<'a> {
     /// let rope = Rope::new(RopeConfig::new(hd, 10_000.0))?;
     /// rope.apply_qk_into(
     ///     Heads::new(&qkv, q_view),
-    ///     HeadsMut::new(&mut q, View::bshd(tokens, q_heads, hd)),
-    ///     Some((Heads::new(&qkv[q_heads * hd..], k_view), HeadsMut::new(&mut k, View::bshd(tokens, kv_heads, hd)))),
-    ///     &Apply::ids(&[100, 101, 102]),
+    ///     HeadsMut::new(&mut q, View::token_major(tokens, q_heads, hd)),
+    ///     Some((Heads::new(&qkv[q_heads * hd..], k_view), HeadsMut::new(&mut k, View::token_major(tokens, kv_heads, hd)))),
+    ///     &ApplyOptions::ids(&[100, 101, 102]),
     /// )?;
     /// assert_eq!(q[..hd], k[..hd]);
     /// # Ok::<(), rope_kernels::RopeError>(())

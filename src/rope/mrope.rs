@@ -52,7 +52,7 @@ pub enum MRopeStyle {
 /// // 2 text tokens, then one image token at (t, h, w) = (2, 2, 3).
 /// let (t, h, w) = ([0, 1, 2], [0, 1, 2], [0, 1, 3]);
 /// let mut q = vec![0.5f32; 3 * 28 * 128];
-/// mrope.apply(HeadsMut::new(&mut q, View::bshd(3, 28, 128)), &MRopeOptions::ids([&t, &h, &w]))?;
+/// mrope.apply(HeadsMut::new(&mut q, View::token_major(3, 28, 128)), &MRopeOptions::ids([&t, &h, &w]))?;
 /// # Ok::<(), rope_kernels::RopeError>(())
 /// ```
 ///

@@ -162,7 +162,7 @@ impl Rope<'_> {
     /// (`Rms` forms) or the reverse (`L2After`) bit for bit, on every tier.
     ///
     /// ```
-    /// use rope_kernels::{Apply, HeadsMut, QkNorm, Rope, RopeConfig, View};
+    /// use rope_kernels::{ApplyOptions, HeadsMut, QkNorm, Rope, RopeConfig, View};
     ///
     /// // Qwen3-8B shapes: 32 q heads, 8 kv heads, head_dim 128, theta 1e6, eps 1e-6.
     /// let rope = Rope::new(RopeConfig::new(128, 1_000_000.0))?;
@@ -170,10 +170,10 @@ impl Rope<'_> {
     /// let mut q = vec![0.5f32; 3 * 32 * 128];
     /// let mut k = vec![0.5f32; 3 * 8 * 128];
     /// rope.apply_qk_norm(
-    ///     HeadsMut::new(&mut q, View::bshd(3, 32, 128)),
-    ///     Some(HeadsMut::new(&mut k, View::bshd(3, 8, 128))),
+    ///     HeadsMut::new(&mut q, View::token_major(3, 32, 128)),
+    ///     Some(HeadsMut::new(&mut k, View::token_major(3, 8, 128))),
     ///     &QkNorm::qwen3(&q_w, &k_w, 1e-6),
-    ///     &Apply::start(0),
+    ///     &ApplyOptions::start(0),
     /// )?;
     /// // At position 0 the rotation is the identity: a constant head normalises to ~1.
     /// assert!((q[0] - 1.0).abs() < 1e-5);

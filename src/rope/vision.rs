@@ -26,11 +26,11 @@ pub type VisionApply<'a> = VisionOptions<'a>;
 /// `k < rotary_dim / 4` (a 1-D RoPE of dimension `rotary_dim / 2`). Pair `j < rotary_dim /
 /// 4` rotates by `h * inv_j`, pair `j >= rotary_dim / 4` by `w * inv_(j - rotary_dim / 4)`,
 /// where `(h, w)` are the patch's row and column ([`vision_position_ids`] builds them in the
-/// ViT's patch order). The pairs are those of the configuration's [`Layout`](crate::Layout):
+/// ViT's patch order). The pairs are those of the configuration's [`PairLayout`](crate::PairLayout):
 /// `HalfSplit` for Qwen (`rotate_half` over the whole head).
 ///
 /// Llama 4's vision encoder (`Llama4VisionRotaryEmbedding` with `vision_apply_rotary_emb`)
-/// is the same rule with `Layout::Interleaved` (complex pairs `(2j, 2j+1)`), the column
+/// is the same rule with `PairLayout::Interleaved` (complex pairs `(2j, 2j+1)`), the column
 /// first and 1-based positions: pass `[w + 1, h + 1]` as the streams and `[0, 0]` for the
 /// CLS token, whose rotation transformers masks to the identity.
 ///
@@ -42,7 +42,7 @@ pub type VisionApply<'a> = VisionOptions<'a>;
 /// let (mut h, mut w) = ([0u32; 24], [0u32; 24]);
 /// assert_eq!(vision_position_ids([1, 4, 6], 2, &mut h, &mut w)?, 24);
 /// let mut q = vec![0.5f32; 24 * 16 * 80];
-/// vit.apply(HeadsMut::new(&mut q, View::bshd(24, 16, 80)), &VisionOptions::ids([&h, &w]))?;
+/// vit.apply(HeadsMut::new(&mut q, View::token_major(24, 16, 80)), &VisionOptions::ids([&h, &w]))?;
 /// # Ok::<(), rope_kernels::RopeError>(())
 /// ```
 ///

@@ -44,15 +44,15 @@ impl Rope<'_> {
     /// one thread. Dynamic frequency scaling is computed once for the call.
     ///
     /// ```
-    /// use rope_kernels::{Apply, HeadsMut, Rope, RopeConfig, View};
+    /// use rope_kernels::{ApplyOptions, HeadsMut, Rope, RopeConfig, View};
     ///
     /// let rope = Rope::new(RopeConfig::new(128, 500_000.0))?;
     /// let mut q = vec![0.5f32; 512 * 32 * 128];
     /// let mut k = vec![0.5f32; 512 * 8 * 128];
     /// rope.par_apply_qk(
-    ///     HeadsMut::new(&mut q, View::bshd(512, 32, 128)),
-    ///     Some(HeadsMut::new(&mut k, View::bshd(512, 8, 128))),
-    ///     &Apply::start(0),
+    ///     HeadsMut::new(&mut q, View::token_major(512, 32, 128)),
+    ///     Some(HeadsMut::new(&mut k, View::token_major(512, 8, 128))),
+    ///     &ApplyOptions::start(0),
     /// )?;
     /// # Ok::<(), rope_kernels::RopeError>(())
     /// ```

@@ -153,7 +153,7 @@ impl Rope<'_> {
     /// `quantize_row_q8_0_ref`. Bit-identical on every tier.
     ///
     /// ```
-    /// use rope_kernels::{bf16, Batch, CacheLayout, Dest, HeadSet, LayerApply, Qkv, Rope, RopeConfig, Slots};
+    /// use rope_kernels::{bf16, Batch, CacheLayout, Dest, HeadSet, LayerOptions, Qkv, Rope, RopeConfig, Slots};
     ///
     /// // Llama-3.1-8B shapes: 32 q heads, 8 kv heads, head_dim 128. Decode of 2 sequences at
     /// // positions 17 and 40, k and v appended to a paged bf16 cache (vLLM NHD, block_size 16).
@@ -170,7 +170,7 @@ impl Rope<'_> {
     ///     Dest::<f32>::InPlace,
     ///     Dest::Cache { data: &mut k_cache, layout, slots },
     ///     Dest::Cache { data: &mut v_cache, layout, slots },
-    ///     &LayerApply::batch(Batch::Ragged { indptr: &[0, 1, 2], start: &[17, 40] }),
+    ///     &LayerOptions::batch(Batch::Ragged { indptr: &[0, 1, 2], start: &[17, 40] }),
     /// )?;
     /// // Sequence 0's token (position 17) went to block 7, slot 1; v is copied unrotated.
     /// let row = layout.row(7 * 16 + 1, 0);
@@ -286,13 +286,13 @@ impl Rope<'_> {
     /// of [`Rope::apply_layer`] (q and k `InPlace`, v skipped, one sequence).
     ///
     /// ```
-    /// use rope_kernels::{Apply, HeadSet, Rope, RopeConfig};
+    /// use rope_kernels::{ApplyOptions, HeadSet, Rope, RopeConfig};
     ///
     /// // GPT-NeoX-20B-like: 4 heads interleaved as [heads][q, k, v][head_dim].
     /// let rope = Rope::new(RopeConfig::new(64, 10_000.0))?;
     /// let mut qkv = vec![0.5f32; 3 * 4 * 3 * 64];
     /// let [q, k, _] = HeadSet::neox_qkv(4, 64);
-    /// rope.apply_head_sets(&mut qkv, 3, q, Some(k), &Apply::start(10))?;
+    /// rope.apply_head_sets(&mut qkv, 3, q, Some(k), &ApplyOptions::start(10))?;
     /// # Ok::<(), rope_kernels::RopeError>(())
     /// ```
     ///

@@ -273,7 +273,7 @@ pub enum Dest<'a, O> {
 /// The tokens of a call and their positions (token indices in their sequence).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Batch<'a> {
-    /// One sequence: positions as in [`Apply`](crate::Apply) (`start + t`, or HF
+    /// One sequence: positions as in [`ApplyOptions`](crate::ApplyOptions) (`start + t`, or HF
     /// `position_ids`, one per token).
     Single(Positions<'a>),
     /// Several sequences one after another: sequence `i` owns tokens `indptr[i] ..

@@ -25,7 +25,7 @@ compile_error!(
      fuzz` (cfg(fuzzing)) for the broken-tier demonstration"
 );
 
-use rope_kernels::{Layout, RopeConfig, RopeError};
+use rope_kernels::{PairLayout, RopeConfig, RopeError};
 
 use super::{Buf, FuzzElem};
 
@@ -50,8 +50,8 @@ pub(super) fn corrupt<T: FuzzElem>(
     }
     let tail = pairs - 1;
     let (i0, i1) = match cfg.layout {
-        Layout::HalfSplit => (tail, pairs + tail),
-        Layout::Interleaved => (2 * tail, 2 * tail + 1),
+        PairLayout::HalfSplit => (tail, pairs + tail),
+        PairLayout::Interleaved => (2 * tail, 2 * tail + 1),
     };
     let outputs = if out_of_place { 2..4 } else { 0..2 };
     for i in outputs {

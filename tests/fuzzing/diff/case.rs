@@ -250,10 +250,10 @@ impl TensorSpec {
 /// Positions of the call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PosSpec {
-    /// `Apply::start`: `sel % 6` picks 0, `raw % 256`, `2^24 + raw % 256`, `2^31 + raw`,
+    /// `ApplyOptions::start`: `sel % 6` picks 0, `raw % 256`, `2^24 + raw % 256`, `2^31 + raw`,
     /// `u32::MAX - tokens + 1 + raw % 4` (past 0: overflow), or `raw`.
     Start { sel: u8, raw: u32 },
-    /// `Apply::ids`: `count_delta >= 250` adds `count_delta - 252` ids (a count mismatch);
+    /// `ApplyOptions::ids`: `count_delta >= 250` adds `count_delta - 252` ids (a count mismatch);
     /// each id `(sel, raw)`: `sel % 5` picks `raw % 16`, `raw % 4096`, `raw`,
     /// `u32::MAX - raw % 16`, or the previous id.
     Ids { count_delta: u8, ids: Vec<(u8, u32)> },

@@ -52,9 +52,9 @@ crate::kernels::tier_boundary! {
     pub(crate) unsafe fn rotate<T: SimdElement>(a: &RotateArgs<'_, T>) {
         match a.layout {
             // SAFETY: forwarded.
-            crate::kernels::Layout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
+            crate::kernels::PairLayout::HalfSplit => unsafe { rotate_layout::<T, { generic::HALF_SPLIT }>(a) },
             // SAFETY: forwarded.
-            crate::kernels::Layout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
+            crate::kernels::PairLayout::Interleaved => unsafe { rotate_layout::<T, { generic::INTERLEAVED }>(a) },
         }
     }
 

@@ -27,7 +27,9 @@
 mod slowdown;
 
 use rope_kernels::dispatch::available_tiers;
-use rope_kernels::{bf16, f16, ApplyOptions, Element, HeadsMut, PairLayout, Rope, RopeCache, RopeConfig, Tier, View};
+use rope_kernels::{
+    bf16, f16, ApplyOptions, Element, HeadsMut, PairLayout, Rope, RopeCache, RopeConfig, Tier, View,
+};
 
 /// How a case calls the library.
 #[derive(Clone, Copy, Debug)]
