@@ -173,10 +173,10 @@ fn handle_and_option_sizes() {
         ("Rope", size_of::<Rope<'static>>()),
         ("MRope", size_of::<MRope<'static>>()),
         ("VisionRope", size_of::<VisionRope<'static>>()),
-        ("Apply", size_of::<ApplyOptions<'static>>()),
-        ("MRopeApply", size_of::<MRopeOptions<'static>>()),
-        ("VisionApply", size_of::<VisionOptions<'static>>()),
-        ("LayerApply", size_of::<LayerOptions<'static>>()),
+        ("ApplyOptions", size_of::<ApplyOptions<'static>>()),
+        ("MRopeOptions", size_of::<MRopeOptions<'static>>()),
+        ("VisionOptions", size_of::<VisionOptions<'static>>()),
+        ("LayerOptions", size_of::<LayerOptions<'static>>()),
     ];
     for (name, size) in sizes {
         println!("size_of::<{name}>() = {size}");

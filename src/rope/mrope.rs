@@ -56,13 +56,19 @@ pub enum MRopeStyle {
 /// # Ok::<(), rope_kernels::RopeError>(())
 /// ```
 ///
-/// The handle is small (the size of a [`Rope`] and a few words: 224 bytes on 64-bit
-/// targets): the per-pair stream tables are built per call from the frequencies.
+/// The handle is small (a [`Rope`] and a few words: 232 bytes on 64-bit targets). With
+/// `alloc`, the per-pair stream tables are built once, on the heap, unless the frequencies
+/// depend on the call's length (dynamic NTK, LongRoPE); otherwise they are built per call.
 #[derive(Clone, Debug)]
 pub struct MRope<'a> {
     rope: Rope<'a>,
     mrope_section: [usize; 3],
     style: MRopeStyle,
+    /// The per-pair stream tables, built once when the frequencies do not depend on the
+    /// call's length (with `alloc`: on the heap, so the handle stays small); else built per
+    /// call, as [`Rope::apply_mrope_qk`] does.
+    #[cfg(feature = "alloc")]
+    axes: Option<alloc::boxed::Box<AxisFreqs>>,
 }
 
 #[cfg(feature = "alloc")]
@@ -95,7 +101,29 @@ impl<'a> MRope<'a> {
         style: MRopeStyle,
     ) -> Result<Self, RopeError> {
         check_section(mrope_section, style, rope.pairs())?;
-        Ok(MRope { rope, mrope_section, style })
+        let mut m = MRope {
+            rope,
+            mrope_section,
+            style,
+            #[cfg(feature = "alloc")]
+            axes: None,
+        };
+        m.cache_axes()?;
+        Ok(m)
+    }
+
+    /// Builds the stored stream tables (see the `axes` field); a no-op without `alloc`.
+    fn cache_axes(&mut self) -> Result<(), RopeError> {
+        #[cfg(feature = "alloc")]
+        {
+            let r = self.rope.view();
+            self.axes = if r.params.scaling.depends_on_seq_len() {
+                None
+            } else {
+                Some(alloc::boxed::Box::new(r.mrope_axes(self.mrope_section, self.style, 0)?))
+            };
+        }
+        Ok(())
     }
 
     /// Uses transformers' own f32 `inv_freq` (`rotary_dim / 2` values) and switches to
@@ -108,6 +136,7 @@ impl<'a> MRope<'a> {
     #[cfg(feature = "alloc")]
     pub fn with_hf_inv_freq(mut self, inv_freq: &[f32]) -> Result<Self, RopeError> {
         self.rope = self.rope.with_hf_inv_freq(inv_freq)?;
+        self.cache_axes()?;
         Ok(self)
     }
 
@@ -190,6 +219,12 @@ impl<'a> MRope<'a> {
         k: Option<HeadsMut<'_, T>>,
         opts: &MRopeOptions<'_>,
     ) -> Result<(), RopeError> {
+        #[cfg(feature = "alloc")]
+        if let Some(axes) = &self.axes {
+            let r = self.rope.view();
+            let (tokens, tensors) = r.qk_tensors(q, k)?;
+            return axes::run(&r, axes, tokens, &tensors, opts, r.pair_order(0));
+        }
         self.rope.apply_mrope_qk(q, k, self.mrope_section, self.style, opts)
     }
 
@@ -212,6 +247,12 @@ impl<'a> MRope<'a> {
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
         opts: &MRopeOptions<'_>,
     ) -> Result<(), RopeError> {
+        #[cfg(feature = "alloc")]
+        if let Some(axes) = &self.axes {
+            let r = self.rope.view();
+            let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
+            return axes::run(&r, axes, tokens, &tensors, opts, r.pair_order(0));
+        }
         self.rope.apply_mrope_qk_into(q, q_out, k, self.mrope_section, self.style, opts)
     }
 }
@@ -325,7 +366,7 @@ impl RopeView<'_> {
 
     /// The stored frequencies of a call of length `seq_len`, in pair order (see
     /// `CallParams::pair_order`); `None` for frequencies computed per call.
-    fn pair_order(&self, seq_len: u64) -> Option<crate::freq::FreqRef<'_>> {
+    pub(super) fn pair_order(&self, seq_len: u64) -> Option<crate::freq::FreqRef<'_>> {
         (!self.per_call(seq_len)).then(|| self.set_at(seq_len))
     }
 }

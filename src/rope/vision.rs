@@ -46,11 +46,16 @@ pub type VisionApply<'a> = VisionOptions<'a>;
 /// # Ok::<(), rope_kernels::RopeError>(())
 /// ```
 ///
-/// The handle is the size of a [`Rope`] (192 bytes on 64-bit targets): the per-pair axis
-/// tables are built per call from the 1-D frequencies.
+/// The handle is small (a [`Rope`] and a pointer: 200 bytes on 64-bit targets). With
+/// `alloc`, the per-pair axis tables are built once, on the heap; without it, per call from
+/// the 1-D frequencies.
 #[derive(Clone, Debug)]
 pub struct VisionRope<'a> {
     rope: Rope<'a>,
+    /// The per-axis pair tables, built once (with `alloc`: on the heap, so the handle stays
+    /// small); without `alloc`, built per call as [`Rope::apply_vision_qk`] does.
+    #[cfg(feature = "alloc")]
+    axes: Option<alloc::boxed::Box<AxisFreqs>>,
 }
 
 #[cfg(feature = "alloc")]
@@ -83,7 +88,22 @@ impl<'a> VisionRope<'a> {
         if !p.rotary_dim.is_multiple_of(4) {
             return Err(RopeError::InvalidRotaryDim { rotary_dim: p.rotary_dim });
         }
-        Ok(VisionRope { rope })
+        let mut v = VisionRope {
+            rope,
+            #[cfg(feature = "alloc")]
+            axes: None,
+        };
+        v.cache_axes()?;
+        Ok(v)
+    }
+
+    /// Builds the stored axis tables (see the `axes` field); a no-op without `alloc`.
+    fn cache_axes(&mut self) -> Result<(), RopeError> {
+        #[cfg(feature = "alloc")]
+        {
+            self.axes = Some(alloc::boxed::Box::new(self.rope.view().vision_axes()?));
+        }
+        Ok(())
     }
 
     /// Uses transformers' own f32 per-axis `inv_freq` (`rotary_dim / 4` values, the
@@ -106,6 +126,7 @@ impl<'a> VisionRope<'a> {
             *f = inv_freq[i / 2];
         }
         self.rope = self.rope.with_hf_inv_freq(&full[..2 * quarter])?;
+        self.cache_axes()?;
         Ok(self)
     }
 
@@ -193,6 +214,12 @@ impl<'a> VisionRope<'a> {
         k: Option<HeadsMut<'_, T>>,
         opts: &VisionOptions<'_>,
     ) -> Result<(), RopeError> {
+        #[cfg(feature = "alloc")]
+        if let Some(axes) = &self.axes {
+            let r = self.rope.view();
+            let (tokens, tensors) = r.qk_tensors(q, k)?;
+            return axes::run(&r, axes, tokens, &tensors, opts, None);
+        }
         self.rope.apply_vision_qk(q, k, opts)
     }
 
@@ -207,6 +234,12 @@ impl<'a> VisionRope<'a> {
         k: Option<(Heads<'_, T>, HeadsMut<'_, T>)>,
         opts: &VisionOptions<'_>,
     ) -> Result<(), RopeError> {
+        #[cfg(feature = "alloc")]
+        if let Some(axes) = &self.axes {
+            let r = self.rope.view();
+            let (tokens, tensors) = r.qk_into_tensors(q, q_out, k)?;
+            return axes::run(&r, axes, tokens, &tensors, opts, None);
+        }
         self.rope.apply_vision_qk_into(q, q_out, k, opts)
     }
 }
