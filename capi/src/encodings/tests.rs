@@ -294,7 +294,9 @@ fn alibi_case(rng: &mut TestRng) -> rope_status {
 
 #[test]
 fn encodings_match_the_rust_api_on_random_calls() {
-    let mut rng = rng(0xE4C0_D105_0000_0008);
+    // Under Miri only 90 calls run (15 per family): this seed gives each family a success and
+    // at least three error statuses there as well (the check below).
+    let mut rng = rng(0xE4C0_D105_0000_000A);
     // Statuses seen per function family: each must have succeeded and failed.
     let mut seen = [[false; 80]; 4];
     for i in 0..cases(2400, 90) {
